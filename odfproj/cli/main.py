@@ -1,0 +1,74 @@
+"""The ``odfproj`` command line: argument parsing and rendering only; the work lives in lower layers."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from odfproj import ODF_SPEC_VERSION, __version__
+from odfproj.cli import block, validate
+from odfproj.cli.context import CliState, fail
+from odfproj.errors import OdfprojError
+
+app = typer.Typer(
+    name="odfproj",
+    help="Declarative GitOps projects for Open Data Fabric datasets: validate, plan, apply, run.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(block.app, name="block")
+app.command("validate")(validate.validate)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"odfproj {__version__} (Open Data Fabric {ODF_SPEC_VERSION})")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors (for bug reports)."),
+    verbose: bool = typer.Option(False, "-v", "--verbose", help="More output, including Spark's own logs."),
+) -> None:
+    ctx.obj = CliState(debug=debug, verbose=verbose)
+
+
+def main() -> None:
+    """Console entry point: every user-caused error becomes one line on stderr and a non-zero exit."""
+    debug = "--debug" in sys.argv[1:]
+    try:
+        app(standalone_mode=False)
+    except OdfprojError as e:
+        if debug:
+            raise
+        fail(str(e), e.exit_code)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        fail("aborted", 1)
+    except KeyboardInterrupt:
+        fail("interrupted", 130)
+    except Exception as e:  # click's usage errors come through here too
+        import click
+
+        if isinstance(e, click.ClickException):
+            e.show()
+            sys.exit(e.exit_code)
+        if debug:
+            raise
+        fail(
+            f"internal error: {type(e).__name__}: {e} (this is a bug; rerun with --debug for a traceback)", 70
+        )
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
