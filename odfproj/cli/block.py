@@ -25,8 +25,9 @@ def hash_(
     version: int | None = typer.Option(None, "--version", min=2, max=3, help=VERSION_HELP),
 ) -> None:
     """Print the block's hash: SHA3-256 of its binary manifest, as a multibase (base16) multihash."""
+    data = read_input(file)
     try:
-        typer.echo(blocks.hash_of_yaml(read_input(file), version).to_multibase())
+        typer.echo(blocks.hash_of_yaml(data, version).to_multibase())
     except OdfprojError as e:
         raise in_file(file, e) from None
 
@@ -38,8 +39,9 @@ def encode(
     out: Path | None = typer.Option(None, "-o", "--out", help="Write here instead of standard output."),
 ) -> None:
     """Write the block's binary manifest (the exact bytes that are stored and hashed)."""
+    text = read_input(file)
     try:
-        data = blocks.yaml_to_binary(read_input(file), version)
+        data = blocks.yaml_to_binary(text, version)
     except OdfprojError as e:
         raise in_file(file, e) from None
     if out is not None:
@@ -53,7 +55,8 @@ def encode(
 @app.command("decode")
 def decode(file: str = typer.Argument(..., help="A binary block file ('-' for stdin).")) -> None:
     """Print a binary block as its YAML manifest."""
+    data = read_input(file)
     try:
-        typer.echo(blocks.binary_to_yaml(read_input(file)), nl=False)
+        typer.echo(blocks.binary_to_yaml(data), nl=False)
     except OdfprojError as e:
         raise in_file(file, e) from None

@@ -45,7 +45,8 @@ def main() -> None:
     """Console entry point: every user-caused error becomes one line on stderr and a non-zero exit."""
     debug = "--debug" in sys.argv[1:]
     try:
-        app(standalone_mode=False)
+        # Without standalone mode click returns the code of a typer.Exit instead of exiting.
+        code = app(standalone_mode=False)
     except OdfprojError as e:
         if debug:
             raise
@@ -56,18 +57,17 @@ def main() -> None:
         fail("aborted", 1)
     except KeyboardInterrupt:
         fail("interrupted", 130)
-    except Exception as e:  # click's usage errors come through here too
-        import click
-
-        if isinstance(e, click.ClickException):
-            e.show()
+    except Exception as e:
+        show = getattr(e, "show", None)
+        if callable(show) and isinstance(getattr(e, "exit_code", None), int):  # a usage error
+            show()
             sys.exit(e.exit_code)
         if debug:
             raise
         fail(
             f"internal error: {type(e).__name__}: {e} (this is a bug; rerun with --debug for a traceback)", 70
         )
-    sys.exit(0)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,10 @@ def parse_rfc3339(text: str) -> datetime:
 def format_rfc3339(value: datetime) -> str:
     """Format like the reference implementation: UTC, ``Z``, and 3 or 6 fractional digits only when needed."""
     value = to_utc(value)
-    base = value.strftime("%Y-%m-%dT%H:%M:%S")
+    base = (
+        f"{value.year:04d}-{value.month:02d}-{value.day:02d}"
+        f"T{value.hour:02d}:{value.minute:02d}:{value.second:02d}"
+    )  # strftime does not zero-pad years before 1000
     if value.microsecond == 0:
         return base + "Z"
     if value.microsecond % 1000 == 0:

@@ -95,7 +95,8 @@ def from_data(type_name: str, data: Any, path: str = "") -> Any:
     """Build a model object of table or union ``type_name`` from plain data, strictly."""
     if type_name in model.UNIONS:
         return _union_from_data(type_name, data, path)
-    return _table_from_data(model.TABLES[type_name], data, path, tagged=False)
+    tagged = model.CLASSES[type_name] in model.VARIANT_OF
+    return _table_from_data(model.TABLES[type_name], data, path, tagged=tagged)
 
 
 def _where(path: str) -> str:
@@ -258,8 +259,17 @@ class _Dumper(yaml.SafeDumper):
 _Dumper.yaml_implicit_resolvers = _Loader.yaml_implicit_resolvers
 
 
+#: Characters YAML treats as line breaks or cannot keep in block scalars: such strings are double-quoted.
+_QUOTE_CHARS = frozenset("\r\x85\u2028\u2029\ufeff")
+
+
 def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
+    if _QUOTE_CHARS.intersection(value):
+        style = '"'
+    elif "\n" in value:
+        style = "|"
+    else:
+        style = None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 

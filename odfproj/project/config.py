@@ -1,0 +1,169 @@
+"""``odfproj.yaml``: where a project's manifests are, where its workspace lives, its vars and targets.
+
+Discovery walks up from the working directory like git does, so every command works from any
+sub-folder of a project; ``--project DIR`` overrides it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+from odfproj.errors import OdfprojError
+
+CONFIG_FILE = "odfproj.yaml"
+DEFAULT_MANIFEST_GLOBS = ("datasets/**/*.yaml",)
+DEFAULT_WORKSPACE = ".odf"
+#: Overrides the workspace location of every project (e.g. for CI scratch space).
+WORKSPACE_ENV = "ODFPROJ_WORKSPACE"
+
+_TOP_KEYS = {"name", "manifests", "workspace", "vars", "targets", "target"}
+_TARGET_KEYS = {"spark_master", "storage_root", "spark_conf"}
+
+
+class ProjectError(OdfprojError):
+    """odfproj.yaml is missing or malformed."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where and how data work runs: the Spark master, the storage root and extra Spark conf."""
+
+    name: str
+    spark_master: str = "local[*]"
+    storage_root: Path | None = None
+    spark_conf: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
+class ProjectConfig:
+    root: Path
+    name: str
+    manifest_globs: tuple[str, ...] = DEFAULT_MANIFEST_GLOBS
+    workspace_setting: str = DEFAULT_WORKSPACE
+    vars: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    targets: Mapping[str, Target] = field(default_factory=lambda: MappingProxyType({"dev": Target("dev")}))
+    default_target: str = "dev"
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / CONFIG_FILE
+
+    def workspace(self, target: str | None = None) -> Path:
+        """The workspace folder: $ODFPROJ_WORKSPACE, else the target's storage root, else the setting."""
+        env = os.environ.get(WORKSPACE_ENV)
+        if env:
+            return Path(env).expanduser().resolve()
+        chosen = self.target(target)
+        if chosen.storage_root is not None:
+            return chosen.storage_root
+        return (self.root / self.workspace_setting).resolve()
+
+    def target(self, name: str | None = None) -> Target:
+        name = name or self.default_target
+        try:
+            return self.targets[name]
+        except KeyError:
+            known = ", ".join(sorted(self.targets)) or "none"
+            raise ProjectError(f"{self.config_path}: unknown target {name!r} (defined: {known})") from None
+
+    def manifest_files(self) -> list[Path]:
+        """Every manifest matched by the project's globs, sorted, workspace excluded."""
+        workspace = self.workspace()
+        found: set[Path] = set()
+        for pattern in self.manifest_globs:
+            for path in self.root.glob(pattern):
+                if path.is_file() and workspace not in path.resolve().parents:
+                    found.add(path)
+        return sorted(found)
+
+
+def find_project_root(start: Path | None = None) -> Path:
+    """The nearest folder at or above ``start`` holding odfproj.yaml."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / CONFIG_FILE).is_file():
+            return folder
+    raise ProjectError(
+        f"no {CONFIG_FILE} found in {here} or any parent folder (use --project DIR or odfproj init)"
+    )
+
+
+def load_project(project_dir: Path | None = None) -> ProjectConfig:
+    """Load the project at ``project_dir`` (exactly there) or discovered from the working directory."""
+    if project_dir is not None:
+        root = project_dir.resolve()
+        if not (root / CONFIG_FILE).is_file():
+            raise ProjectError(f"{root}: no {CONFIG_FILE} in this folder")
+    else:
+        root = find_project_root()
+    return parse_config(root, (root / CONFIG_FILE).read_text(encoding="utf-8"))
+
+
+def parse_config(root: Path, text: str) -> ProjectConfig:
+    path = root / CONFIG_FILE
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        raise ProjectError(f"{path}{where}: invalid YAML: {getattr(e, 'problem', None) or e}") from None
+    if not isinstance(data, dict):
+        raise ProjectError(f"{path}: expected a mapping at the top level")
+    unknown = set(data) - _TOP_KEYS
+    if unknown:
+        raise ProjectError(
+            f"{path}: unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(_TOP_KEYS))})"
+        )
+    name = data.get("name") or root.name
+    globs = data.get("manifests", list(DEFAULT_MANIFEST_GLOBS))
+    if isinstance(globs, str):
+        globs = [globs]
+    if not isinstance(globs, list) or not all(isinstance(g, str) for g in globs):
+        raise ProjectError(f"{path}: 'manifests' must be a glob or a list of globs")
+    variables = data.get("vars") or {}
+    if not isinstance(variables, dict):
+        raise ProjectError(f"{path}: 'vars' must be a mapping")
+    targets = _parse_targets(path, root, data.get("targets") or {"dev": {}})
+    default_target = data.get("target") or ("dev" if "dev" in targets else next(iter(targets)))
+    if default_target not in targets:
+        raise ProjectError(f"{path}: default target {default_target!r} is not defined under 'targets'")
+    return ProjectConfig(
+        root=root,
+        name=str(name),
+        manifest_globs=tuple(globs),
+        workspace_setting=str(data.get("workspace") or DEFAULT_WORKSPACE),
+        vars=MappingProxyType(dict(variables)),
+        targets=MappingProxyType(targets),
+        default_target=default_target,
+    )
+
+
+def _parse_targets(path: Path, root: Path, raw: Any) -> dict[str, Target]:
+    if not isinstance(raw, dict) or not raw:
+        raise ProjectError(f"{path}: 'targets' must be a non-empty mapping of target names")
+    targets = {}
+    for name, spec in raw.items():
+        spec = spec or {}
+        if not isinstance(spec, dict):
+            raise ProjectError(f"{path}: target {name!r} must be a mapping")
+        unknown = set(spec) - _TARGET_KEYS
+        if unknown:
+            raise ProjectError(f"{path}: target {name!r}: unknown key(s) {', '.join(sorted(unknown))}")
+        conf = spec.get("spark_conf") or {}
+        if not isinstance(conf, dict):
+            raise ProjectError(f"{path}: target {name!r}: 'spark_conf' must be a mapping")
+        storage = spec.get("storage_root")
+        targets[str(name)] = Target(
+            name=str(name),
+            spark_master=str(spec.get("spark_master") or "local[*]"),
+            storage_root=(root / Path(storage).expanduser()).resolve() if storage else None,
+            spark_conf=MappingProxyType({str(k): str(v) for k, v in conf.items()}),
+        )
+    return targets
