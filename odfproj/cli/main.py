@@ -7,7 +7,7 @@ import sys
 import typer
 
 from odfproj import ODF_SPEC_VERSION, __version__
-from odfproj.cli import block, validate
+from odfproj.cli import block, plan, validate
 from odfproj.cli.context import CliState, fail
 from odfproj.errors import OdfprojError
 
@@ -21,6 +21,7 @@ app = typer.Typer(
 )
 app.add_typer(block.app, name="block")
 app.command("validate")(validate.validate)
+app.command("plan")(plan.plan)
 
 
 def _version(value: bool) -> None:

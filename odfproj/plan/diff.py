@@ -1,0 +1,221 @@
+"""Desired (a manifest) versus actual (a chain's definition events) for one dataset.
+
+Definition events are compared by *key*, not by position: the latest ``SetInfo`` is the dataset's info
+whatever came between, and a push source is identified by its name. So a manifest whose events are merely
+re-ordered appends nothing, and an update appends exactly the events whose value changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from odfproj.odf import model
+from odfproj.odf.yaml_codec import to_data
+from odfproj.plan import evolution
+from odfproj.plan.model import Action, EventChange, PlanStep
+
+#: Events that manifests define; the rest (Seed, AddData, ExecuteTransform) are written by odfproj itself.
+DEFINITION_EVENTS = (
+    model.SetPollingSource,
+    model.DisablePollingSource,
+    model.AddPushSource,
+    model.DisablePushSource,
+    model.SetTransform,
+    model.SetVocab,
+    model.SetInfo,
+    model.SetLicense,
+    model.SetAttachments,
+    model.SetDataSchema,
+)
+
+
+@dataclass(frozen=True)
+class ChainView:
+    """What the planner needs to know about an existing dataset, from its chain projection."""
+
+    dataset_id: str
+    kind: model.DatasetKind
+    head: str
+    has_data: bool
+    definition_events: tuple[Any, ...]
+    #: Whether the chain still holds exactly what the last apply left there (None: unknown).
+    manifest_unchanged_since_apply: bool | None = None
+
+
+def event_key(event: Any) -> str | None:
+    """The slot an event fills: a new event with the same key replaces the old one."""
+    if isinstance(event, model.SetPollingSource | model.DisablePollingSource):
+        return "SetPollingSource"
+    if isinstance(event, model.AddPushSource | model.DisablePushSource):
+        return f"AddPushSource[{(event.source_name or '').lower()}]"
+    if isinstance(event, DEFINITION_EVENTS):
+        return type(event).__name__
+    return None
+
+
+def fold(events: Iterable[Any]) -> dict[str, Any]:
+    """The current definition: the last event per key; disabling a source empties its slot."""
+    state: dict[str, Any] = {}
+    for event in events:
+        key = event_key(event)
+        if key is None:
+            continue
+        if isinstance(event, model.DisablePollingSource | model.DisablePushSource):
+            state.pop(key, None)
+        else:
+            state[key] = event
+    return state
+
+
+def normalise(event: Any, resolve_input: Callable[[str], str | None]) -> tuple[Any, tuple[str, ...]]:
+    """The event as it must be committed: ``query`` as one-step ``queries``, inputs as DatasetIds.
+
+    Returns the event and the inputs that could not be resolved yet (they are created by the same apply).
+    """
+    pending: list[str] = []
+    if isinstance(event, model.SetTransform):
+        inputs = []
+        for inp in event.inputs:
+            alias = inp.alias or inp.dataset_ref
+            resolved = (
+                inp.dataset_ref if inp.dataset_ref.startswith("did:") else resolve_input(inp.dataset_ref)
+            )
+            if resolved is None:
+                pending.append(inp.dataset_ref)
+                resolved = inp.dataset_ref
+            inputs.append(model.TransformInput(dataset_ref=resolved, alias=alias))
+        event = replace(event, inputs=tuple(inputs), transform=_normalise_transform(event.transform))
+    elif isinstance(event, model.SetPollingSource | model.AddPushSource) and event.preprocess is not None:
+        event = replace(event, preprocess=_normalise_transform(event.preprocess))
+    return event, tuple(pending)
+
+
+def _normalise_transform(transform: Any) -> Any:
+    if isinstance(transform, model.TransformSql) and transform.query is not None and not transform.queries:
+        return replace(transform, query=None, queries=(model.SqlQueryStep(query=transform.query),))
+    return transform
+
+
+def diff_dataset(
+    snapshot: model.DatasetSnapshot,
+    manifest: str,
+    view: ChainView | None,
+    resolve_input: Callable[[str], str | None],
+) -> PlanStep:
+    desired_events: list[Any] = []
+    pending: list[str] = []
+    for event in snapshot.metadata:
+        normalised, unresolved = normalise(event, resolve_input)
+        desired_events.append(normalised)
+        pending.extend(unresolved)
+    kind_name = snapshot.kind.name
+    if view is None:
+        changes = tuple(
+            EventChange(event_key(e) or type(e).__name__, type(e).__name__, None, to_data(e), to_data(e))
+            for e in desired_events
+        )
+        return PlanStep(
+            snapshot.name, Action.CREATE, manifest, kind_name, changes=changes, pending_inputs=tuple(pending)
+        )
+
+    if view.kind != snapshot.kind:
+        return PlanStep(
+            snapshot.name,
+            Action.REFUSED,
+            manifest,
+            kind_name,
+            reasons=(
+                f"dataset kind changes from {view.kind.name} to {kind_name}; a dataset cannot change kind",
+            ),
+            expected_head=view.head,
+        )
+
+    desired = fold(desired_events)
+    current = fold(view.definition_events)
+    changes: list[EventChange] = []
+    reasons: list[str] = []
+    for key, event in desired.items():
+        old = current.get(key)
+        if old == event:
+            continue
+        verdict = _verdict(old, event, view.has_data)
+        reasons.extend(verdict.reasons)
+        changes.append(
+            EventChange(
+                key,
+                type(event).__name__,
+                to_data(old) if old is not None else None,
+                to_data(event),
+                to_data(event),
+                verdict.notes,
+            )
+        )
+    for key, old in current.items():
+        if key in desired:
+            continue
+        undo = _undo(old)
+        changes.append(
+            EventChange(
+                key,
+                type(undo or old).__name__,
+                to_data(old),
+                None,
+                to_data(undo) if undo else None,
+                () if undo else ("cannot be removed from the chain; kept",),
+            )
+        )
+
+    if reasons:
+        return PlanStep(
+            snapshot.name,
+            Action.REFUSED,
+            manifest,
+            kind_name,
+            reasons=tuple(reasons),
+            expected_head=view.head,
+        )
+    effective = tuple(c for c in changes if c.event is not None)
+    if not effective:
+        return PlanStep(
+            snapshot.name,
+            Action.UNCHANGED,
+            manifest,
+            kind_name,
+            changes=tuple(changes),
+            expected_head=view.head,
+        )
+    action = Action.DRIFT if view.manifest_unchanged_since_apply else Action.UPDATE
+    return PlanStep(
+        snapshot.name,
+        action,
+        manifest,
+        kind_name,
+        changes=tuple(changes),
+        expected_head=view.head,
+        pending_inputs=tuple(pending),
+    )
+
+
+def _verdict(old: Any, new: Any, has_data: bool) -> evolution.Verdict:
+    if old is None:
+        return evolution.OK
+    if isinstance(new, model.SetPollingSource | model.AddPushSource):
+        return evolution.source_change(old, new, has_data=has_data)
+    if isinstance(new, model.SetTransform):
+        return evolution.transform_change(old, new)
+    return evolution.OK
+
+
+def _undo(old: Any) -> Any | None:
+    """The event that removes a definition the manifest no longer has, where ODF has one."""
+    if isinstance(old, model.SetPollingSource):
+        return model.DisablePollingSource()
+    if isinstance(old, model.AddPushSource):
+        return model.DisablePushSource(source_name=old.source_name)
+    return None
+
+
+def events_to_append(step: PlanStep) -> list[Mapping[str, Any]]:
+    return [c.event for c in step.changes if c.event is not None]
