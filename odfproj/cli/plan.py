@@ -13,7 +13,7 @@ from odfproj.plan.sources import load_desired, load_workspace_state
 from odfproj.project.config import load_project
 
 
-class PlanFormat(str, enum.Enum):
+class PlanFormat(enum.StrEnum):
     text = "text"
     json = "json"
 
