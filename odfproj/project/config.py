@@ -22,6 +22,9 @@ DEFAULT_MANIFEST_GLOBS = ("datasets/**/*.yaml",)
 DEFAULT_WORKSPACE = ".odf"
 #: Overrides the workspace location of every project (e.g. for CI scratch space).
 WORKSPACE_ENV = "ODFPROJ_WORKSPACE"
+#: Folder (under the project root) whose files hold Jinja macros shared by every manifest.
+MACRO_DIR = "macros"
+MACRO_SUFFIXES = (".sql", ".j2", ".jinja", ".yaml")
 
 _TOP_KEYS = {"name", "manifests", "workspace", "vars", "targets", "target"}
 _TARGET_KEYS = {"spark_master", "storage_root", "spark_conf"}
@@ -82,6 +85,18 @@ class ProjectConfig:
                 if path.is_file() and workspace not in path.resolve().parents:
                     found.add(path)
         return sorted(found)
+
+    @property
+    def macro_dir(self) -> Path:
+        return self.root / MACRO_DIR
+
+    def macro_files(self) -> list[Path]:
+        """Every macro file under ``macros/`` (sub-folders included), sorted; none if the folder is absent."""
+        if not self.macro_dir.is_dir():
+            return []
+        return sorted(
+            p for p in self.macro_dir.rglob("*") if p.is_file() and p.suffix.lower() in MACRO_SUFFIXES
+        )
 
 
 def find_project_root(start: Path | None = None) -> Path:

@@ -1,0 +1,259 @@
+"""Load a project's manifests: read, render (Jinja), validate, parse, and check that names are unique.
+
+Loading never raises on bad manifests: each ``LoadedManifest`` carries its problems, and
+``ProjectManifests.problems`` holds them all, so a command can report every mistake at once.
+
+Positions: rendering happens before validation, so line numbers in problems refer to the RENDERED
+text. For templates whose tags do not add or remove lines (``{{ var('x') }}`` inside a value, an
+``{% if %}`` and its ``{% endif %}`` on lines they share with text) that is the source line; a
+template that expands to several lines shifts the lines below it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from odfproj.errors import InvalidValueError, ManifestError
+from odfproj.odf.model import DatasetSnapshot
+from odfproj.odf.refs import DatasetAlias
+from odfproj.odf.validation import check_manifest
+from odfproj.odf.yaml_codec import parse_manifest
+from odfproj.odf.yaml_source import Path as DocPath
+from odfproj.odf.yaml_source import Problem, SourceMap, load_yaml_document
+from odfproj.project.config import ProjectConfig
+from odfproj.project.render import RenderContext, Renderer
+
+__all__ = [
+    "LoadedManifest",
+    "ManifestsByName",
+    "ProjectManifests",
+    "build_manifest",
+    "load_manifest",
+    "load_manifests",
+]
+
+_NAME_PATH: DocPath = ("content", "name")
+
+
+@dataclass(frozen=True)
+class LoadedManifest:
+    """One manifest file after rendering and validation; ``snapshot`` is None when it has errors."""
+
+    path: Path
+    rel_path: str
+    rendered_text: str
+    snapshot: DatasetSnapshot | None
+    problems: tuple[Problem, ...]
+    name: str | None = None
+    """``content.name`` as written, when it is a valid alias; set even if other parts are wrong."""
+    source_text: str = field(default="", repr=False, compare=False)
+    source_map: SourceMap = field(default_factory=SourceMap, repr=False, compare=False)
+    """Positions in the rendered text, for problems found later (e.g. an unknown input)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.snapshot is not None and not self.errors
+
+    @property
+    def errors(self) -> tuple[Problem, ...]:
+        return tuple(p for p in self.problems if p.severity == "error")
+
+    def position(self, path: DocPath) -> tuple[int, int]:
+        """Line and column of a value in the rendered document (its nearest known ancestor, else 1:1)."""
+        return self.source_map.nearest(path)
+
+    def problem_at(self, path: DocPath, message: str) -> Problem:
+        line, col = self.position(path)
+        return Problem(self.rel_path, line, col, message)
+
+
+class ManifestsByName(Mapping[str, LoadedManifest]):
+    """Read-only, case-insensitive mapping from dataset name to manifest (names are case-insensitive).
+
+    Iterating yields each name as its manifest spells it.
+    """
+
+    def __init__(self, manifests: Iterable[LoadedManifest]) -> None:
+        self._by_key: dict[str, LoadedManifest] = {}
+        for manifest in manifests:
+            if manifest.name is not None:
+                self._by_key.setdefault(manifest.name.lower(), manifest)
+
+    def __getitem__(self, name: str) -> LoadedManifest:
+        return self._by_key[name.lower()]
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._by_key
+
+    def __iter__(self) -> Iterator[str]:
+        return (m.name for m in self._by_key.values() if m.name is not None)
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+
+@dataclass(frozen=True)
+class ProjectManifests:
+    """Every manifest of a project, sorted by path, with all their problems.
+
+    ``renderer`` is kept so that other versions of a file (``--changed-since``) can be rendered with
+    exactly the same vars, target and macros.
+    """
+
+    root: Path
+    manifests: tuple[LoadedManifest, ...]
+    problems: tuple[Problem, ...]
+    by_name: ManifestsByName
+    renderer: Renderer = field(default_factory=Renderer, repr=False, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        return not any(p.severity == "error" for p in self.problems)
+
+    def get(self, name: str) -> LoadedManifest | None:
+        return self.by_name.get(name)
+
+    def raise_for_problems(self) -> None:
+        """Raise one ``ManifestError`` listing every error, for commands that cannot go on."""
+        errors = [str(p) for p in self.problems if p.severity == "error"]
+        if errors:
+            raise ManifestError(errors)
+
+
+def load_manifests(
+    config: ProjectConfig,
+    *,
+    vars_override: Mapping[str, Any] | None = None,
+    target: str | None = None,
+    files: Sequence[Path] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ProjectManifests:
+    """Load the project's manifests (or just ``files``), rendered for ``target`` with ``vars_override``.
+
+    Raises only for a bad ``target`` (``ProjectError``); everything wrong in files is a problem.
+    """
+    context = RenderContext.for_project(config, vars_override=vars_override, target=target, environ=environ)
+    renderer = Renderer(context)
+    loaded = tuple(
+        load_manifest(path, _rel_path(path, config.root), renderer) for path in _manifest_paths(config, files)
+    )
+    loaded = tuple(sorted(loaded, key=lambda m: m.rel_path))
+    problems = [*renderer.problems]
+    for manifest in loaded:
+        problems.extend(manifest.problems)
+    problems.extend(_duplicate_problems(loaded))
+    return ProjectManifests(
+        root=config.root,
+        manifests=loaded,
+        problems=tuple(problems),
+        by_name=ManifestsByName(loaded),
+        renderer=renderer,
+    )
+
+
+def load_manifest(path: Path, rel_path: str, renderer: Renderer) -> LoadedManifest:
+    """Read, render, validate and parse one file; never raises for what is in the file."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        reason = "no such file" if isinstance(e, FileNotFoundError) else f"cannot read: {e.strerror}"
+        return LoadedManifest(path, rel_path, "", None, (Problem(rel_path, 1, 1, reason),))
+    try:
+        source = data.decode("utf-8")
+    except UnicodeDecodeError:
+        # Validation reports the exact byte; rendering is pointless.
+        return LoadedManifest(path, rel_path, "", None, tuple(check_manifest(data, rel_path).problems))
+    return build_manifest(path, rel_path, source, renderer)
+
+
+def build_manifest(path: Path, rel_path: str, source: str, renderer: Renderer) -> LoadedManifest:
+    """Render, validate and parse manifest text that was read from ``path`` (or from git)."""
+    rendered = renderer.render(source, rel_path)
+    if rendered.text is None:
+        # Best effort: keep the dataset's name when the template happens to be YAML, so that
+        # datasets using it as an input are not also reported as having an unknown input.
+        name = _declared_name(load_yaml_document(source.encode("utf-8"), rel_path).document)
+        return LoadedManifest(path, rel_path, "", None, rendered.problems, name=name, source_text=source)
+    text = rendered.text
+    checked = check_manifest(text.encode("utf-8"), rel_path)
+    problems = list(checked.problems)
+    snapshot = None
+    if not any(p.severity == "error" for p in problems):
+        snapshot, problem = _parse(text, rel_path)
+        if problem is not None:
+            problems.append(problem)
+    return LoadedManifest(
+        path=path,
+        rel_path=rel_path,
+        rendered_text=text,
+        snapshot=snapshot,
+        problems=tuple(problems),
+        name=snapshot.name if snapshot is not None else _declared_name(checked.document),
+        source_text=source,
+        source_map=checked.source_map,
+    )
+
+
+def _parse(text: str, rel_path: str) -> tuple[DatasetSnapshot | None, Problem | None]:
+    """Validation passed, so parsing should too; if the two ever disagree, report it, don't crash."""
+    try:
+        snapshot, _ = parse_manifest(text, expected_kind="DatasetSnapshot")
+    except (InvalidValueError, ValueError) as e:
+        return None, Problem(rel_path, 1, 1, str(e))
+    return snapshot, None
+
+
+def _declared_name(document: Any) -> str | None:
+    content = document.get("content") if isinstance(document, dict) else None
+    name = content.get("name") if isinstance(content, dict) else None
+    if not isinstance(name, str):
+        return None
+    try:
+        DatasetAlias.parse(name)
+    except InvalidValueError:
+        return None
+    return name
+
+
+def _duplicate_problems(manifests: Sequence[LoadedManifest]) -> list[Problem]:
+    """A name defined twice is reported at the later file, naming both files."""
+    first: dict[str, LoadedManifest] = {}
+    problems = []
+    for manifest in manifests:
+        if manifest.name is None:
+            continue
+        earlier = first.setdefault(manifest.name.lower(), manifest)
+        if earlier is not manifest:
+            problems.append(
+                manifest.problem_at(
+                    _NAME_PATH,
+                    f"dataset {manifest.name!r} is defined twice: in {earlier.rel_path} and {manifest.rel_path}",
+                )
+            )
+    return problems
+
+
+def _manifest_paths(config: ProjectConfig, files: Sequence[Path] | None) -> list[Path]:
+    """The given files (relative ones are relative to the project root), or every discovered manifest.
+
+    Discovery skips odfproj.yaml and ``macros/``, which a ``**/*.yaml`` glob would otherwise pick up.
+    """
+    if files is not None:
+        return [path if path.is_absolute() else config.root / path for path in files]
+    macro_dir = config.macro_dir.resolve()
+    config_file = config.config_path.resolve()
+    return [
+        p
+        for p in config.manifest_files()
+        if macro_dir not in p.resolve().parents and p.resolve() != config_file
+    ]
+
+
+def _rel_path(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(path)
