@@ -1,0 +1,326 @@
+"""One dataset on disk: read its chain, append validated blocks atomically, keep its projection cached.
+
+A :class:`Dataset` is a handle (a name and a folder), not a value: every call reads the current head
+from disk, so several handles and processes can share a dataset. Writers serialise on the dataset's
+lock file; readers never lock, which is safe because blocks, data and checkpoints are immutable and
+only become reachable once complete (see :mod:`odfproj.storage.commit`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime
+from pathlib import Path
+from types import EllipsisType
+
+from odfproj.errors import InvalidValueError, SerializationError
+from odfproj.odf import model
+from odfproj.odf.flatbuffers_codec import block_hash as hash_block_bytes
+from odfproj.odf.flatbuffers_codec import decode_block, encode_block
+from odfproj.odf.identity import DatasetId
+from odfproj.odf.multiformats import Multihash
+from odfproj.storage.chain import append_block
+from odfproj.storage.commit import Transaction, clean_leftovers, find_leftovers
+from odfproj.storage.errors import (
+    ChainInvariantError,
+    DatasetLockedError,
+    HeadMovedError,
+    IntegrityError,
+    StorageError,
+)
+from odfproj.storage.fsutil import replace_atomic
+from odfproj.storage.head import read_head
+from odfproj.storage.layout import DatasetLayout
+from odfproj.storage.locks import LockHolder, file_lock
+from odfproj.storage.objects import checkpoint_file_problem, data_file_problem
+from odfproj.storage.projection import DATA_EVENTS, ChainProjection
+
+#: Binary layout version of the blocks we write (every ODF 0.34/0.35-era block uses 2).
+BLOCK_VERSION = 2
+
+
+class Dataset:
+    """A dataset folder in the ODF reference layout."""
+
+    def __init__(self, name: str, path: Path) -> None:
+        self.name = name
+        self.path = Path(path)
+        self.layout = DatasetLayout(self.path)
+        self._projection: ChainProjection | None = None
+
+    def __repr__(self) -> str:
+        return f"Dataset({self.name!r}, {str(self.path)!r})"
+
+    # --- reading ------------------------------------------------------------------------------------
+
+    def head(self) -> Multihash | None:
+        return read_head(self.layout.head_ref)
+
+    def read_block_bytes(self, block_hash: Multihash) -> bytes:
+        """The stored manifest bytes of a block, checked against the hash that names them."""
+        path = self.layout.block_path(block_hash)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise IntegrityError(f"{path}: block {block_hash} is missing") from None
+        if hash_block_bytes(data) != block_hash:
+            raise IntegrityError(f"{path}: block content does not match its hash (file corrupted)")
+        return data
+
+    def get_block(self, block_hash: Multihash) -> model.MetadataBlock:
+        path = self.layout.block_path(block_hash)
+        try:
+            block, _version = decode_block(self.read_block_bytes(block_hash))
+        except SerializationError as e:
+            raise IntegrityError(f"{path}: cannot decode block: {e}") from None
+        return block
+
+    def iter_blocks(self) -> Iterator[tuple[Multihash, model.MetadataBlock]]:
+        """Blocks newest to oldest, following ``prevBlockHash`` from the head."""
+        current = self.head()
+        while current is not None:
+            block = self.get_block(current)
+            yield current, block
+            current = block.prev_block_hash
+
+    # --- projection ---------------------------------------------------------------------------------
+
+    @property
+    def dataset_id(self) -> DatasetId:
+        return self.projection().dataset_id
+
+    @property
+    def kind(self) -> model.DatasetKind:
+        return self.projection().kind
+
+    def projection(self) -> ChainProjection:
+        """The chain's state at the current head, from memory, the on-disk cache, or the chain."""
+        head = self.head()
+        if head is None:
+            raise StorageError(f"dataset {self.name}: {self.layout.head_ref} is missing (not a dataset)")
+        return self._projection_at(head, write_cache=True)
+
+    def _projection_at(self, head: Multihash, *, write_cache: bool) -> ChainProjection:
+        if self._projection is not None and self._projection.head == head:
+            return self._projection
+        cached = self._projection if self._projection is not None else self._read_cache()
+        # Walk back from the head until the cached head (incremental) or the Seed (full rebuild).
+        newer: list[tuple[Multihash, model.MetadataBlock]] = []
+        current: Multihash | None = head
+        base: ChainProjection | None = None
+        while current is not None:
+            if cached is not None and current == cached.head:
+                base = cached
+                break
+            block = self.get_block(current)
+            newer.append((current, block))
+            current = block.prev_block_hash
+        projection = base
+        try:
+            for block_hash, block in reversed(newer):
+                projection = append_block(projection, block_hash, block)
+        except ChainInvariantError as e:
+            raise ChainInvariantError(f"dataset {self.name}: the stored chain is invalid: {e}") from None
+        assert projection is not None
+        self._projection = projection
+        if write_cache and newer:
+            self._write_cache(projection)
+        return projection
+
+    def _read_cache(self) -> ChainProjection | None:
+        try:
+            return ChainProjection.from_json(self.layout.projection_cache.read_bytes())
+        except (OSError, InvalidValueError):
+            return None  # missing or invalid: rebuilt from the chain
+
+    def _write_cache(self, projection: ChainProjection) -> None:
+        """Best effort: a cache that cannot be written (read-only workspace) only costs time."""
+        try:
+            self.layout.info_dir.mkdir(exist_ok=True)
+            replace_atomic(self.layout.projection_cache, projection.to_json().encode(), durable=False)
+        except OSError:
+            pass
+
+    # --- locking and recovery -----------------------------------------------------------------------
+
+    def lock(self, *, timeout: float | None = None, purpose: str = "write") -> AbstractContextManager[None]:
+        """The dataset's writer lock; ``timeout=None`` fails at once with :class:`DatasetLockedError`."""
+
+        def busy(holder: LockHolder) -> DatasetLockedError:
+            who = f"pid {holder.pid}" if holder.pid is not None else "another process"
+            return DatasetLockedError(f"dataset {self.name} is locked by {who}", holder.pid)
+
+        return file_lock(self.layout.lock_file, purpose=purpose, timeout=timeout, busy=busy)
+
+    def recover(self) -> list[Path]:
+        """Clean up after an interrupted transaction if one is visible and nobody is writing.
+
+        Returns the removed paths. Never waits: if a writer holds the lock, its transaction is not
+        interrupted but in progress, and it is left alone.
+        """
+        if not find_leftovers(self.layout):
+            return []
+        try:
+            with self.lock(purpose="recover"):
+                return self._recover_locked()
+        except DatasetLockedError:
+            return []
+
+    def _recover_locked(self) -> list[Path]:
+        leftovers = find_leftovers(self.layout)
+        if not leftovers:
+            return []
+        reachable: set[str] | None = set()
+        head = None
+        try:
+            head = self.head()
+            for block_hash, block in self.iter_blocks():
+                reachable.add(block_hash.to_multibase())
+                event = block.event
+                if isinstance(event, DATA_EVENTS):
+                    if event.new_data is not None:
+                        reachable.add(event.new_data.physical_hash.to_multibase())
+                    if event.new_checkpoint is not None:
+                        reachable.add(event.new_checkpoint.physical_hash.to_multibase())
+        except StorageError:
+            reachable = None  # a damaged chain: delete no object, leave it to `verify`
+        if head is None:
+            reachable = None
+        head_block = self.layout.block_path(head) if head is not None else None
+        return clean_leftovers(self.layout, leftovers, reachable, head_block)
+
+    # --- writing ------------------------------------------------------------------------------------
+
+    def append(
+        self,
+        events: Sequence[model.MetadataEvent],
+        *,
+        expected_head: Multihash | EllipsisType | None = ...,
+        system_time: datetime | None = None,
+        data_file: Path | None = None,
+        checkpoint_file: Path | None = None,
+        timeout: float | None = None,
+    ) -> Multihash:
+        """Append ``events`` as consecutive blocks in one atomic transaction; returns the new head.
+
+        Every invariant is checked before anything becomes visible; on any error the chain and the
+        dataset's files are as before. ``expected_head`` (unless ``...``) is compared with the head
+        under the lock: a plan made against another head raises :class:`HeadMovedError`.
+        ``data_file``/``checkpoint_file`` are the files described by the ``newData``/``newCheckpoint``
+        of the last event that has one; they are copied in and their hashes and sizes checked. Other
+        ``newData``/``newCheckpoint`` must name files the dataset already holds.
+        ``system_time`` defaults to now, but never earlier than the head's (clock skew must not make
+        appends fail); an explicit earlier time is an error. ``timeout`` is how long to wait for the
+        dataset lock.
+        """
+        if not events:
+            raise InvalidValueError("append needs at least one event")
+        with self.lock(timeout=timeout, purpose="append"):
+            self._recover_locked()
+            head = self.head()
+            if expected_head is not ... and expected_head != head:
+                raise HeadMovedError(
+                    f"dataset {self.name}: head moved from {_describe(expected_head)} to {_describe(head)} "
+                    "since the plan was made; plan again"
+                )
+            if head is None:
+                raise StorageError(f"dataset {self.name}: {self.layout.head_ref} is missing (not a dataset)")
+            projection = self._projection_at(head, write_cache=False)
+            stamp = system_time if system_time is not None else max(datetime.now(UTC), projection.system_time)
+            blocks: list[tuple[Multihash, bytes, model.MetadataBlock]] = []
+            previous = head
+            for event in events:
+                block = model.MetadataBlock(
+                    system_time=stamp,
+                    prev_block_hash=previous,
+                    sequence_number=projection.sequence_number + 1,
+                    event=event,
+                )
+                try:
+                    data = encode_block(block, version=BLOCK_VERSION)
+                except (TypeError, ValueError, OverflowError, SerializationError) as e:
+                    raise InvalidValueError(
+                        f"dataset {self.name}: cannot encode block {block.sequence_number} "
+                        f"({type(event).__name__}): {e}"
+                    ) from None
+                block_hash = hash_block_bytes(data)
+                try:
+                    projection = append_block(projection, block_hash, block)
+                except ChainInvariantError as e:
+                    raise ChainInvariantError(f"dataset {self.name}: {e}") from None
+                blocks.append((block_hash, data, block))
+                previous = block_hash
+            with Transaction(self.layout) as tx:
+                self._stage_objects(tx, [b for _, _, b in blocks], data_file, checkpoint_file)
+                for block_hash, data, _ in blocks:
+                    tx.publish_as(
+                        tx.stage_bytes(data, block_hash.to_multibase()), self.layout.block_path(block_hash)
+                    )
+                tx.commit(old_head=head, new_head=previous)
+            self._projection = projection
+            self._write_cache(projection)
+            return previous
+
+    def _stage_objects(
+        self,
+        tx: Transaction,
+        blocks: list[model.MetadataBlock],
+        data_file: Path | None,
+        checkpoint_file: Path | None,
+    ) -> None:
+        """Stage and check the given files; require every other referenced file to be present."""
+        slices = [
+            (b.sequence_number, b.event.new_data)
+            for b in blocks
+            if isinstance(b.event, DATA_EVENTS) and b.event.new_data is not None
+        ]
+        checkpoints = [
+            (b.sequence_number, b.event.new_checkpoint)
+            for b in blocks
+            if isinstance(b.event, DATA_EVENTS) and b.event.new_checkpoint is not None
+        ]
+        if data_file is not None:
+            if not slices:
+                raise InvalidValueError(f"dataset {self.name}: data_file given but no event has newData")
+            seq, data_slice = slices.pop()
+            staged = tx.stage_copy(Path(data_file), "data")
+            problem = data_file_problem(staged, data_slice)
+            if problem:
+                raise IntegrityError(
+                    f"dataset {self.name}: data file {data_file} does not match newData of block {seq}: {problem}"
+                )
+            tx.publish_as(staged, self.layout.data_path(data_slice.physical_hash))
+        if checkpoint_file is not None:
+            if not checkpoints:
+                raise InvalidValueError(
+                    f"dataset {self.name}: checkpoint_file given but no event has newCheckpoint"
+                )
+            seq, checkpoint = checkpoints.pop()
+            staged = tx.stage_copy(Path(checkpoint_file), "checkpoint")
+            problem = checkpoint_file_problem(staged, checkpoint)
+            if problem:
+                raise IntegrityError(
+                    f"dataset {self.name}: checkpoint file {checkpoint_file} does not match newCheckpoint "
+                    f"of block {seq}: {problem}"
+                )
+            tx.publish_as(staged, self.layout.checkpoint_path(checkpoint.physical_hash))
+        for seq, data_slice in slices:
+            path = self.layout.data_path(data_slice.physical_hash)
+            problem = data_file_problem(path, data_slice, integrity=False)
+            if problem:
+                raise IntegrityError(
+                    f"dataset {self.name}: newData of block {seq} refers to {path}: {problem} (pass data_file)"
+                )
+        for seq, checkpoint in checkpoints:
+            path = self.layout.checkpoint_path(checkpoint.physical_hash)
+            problem = checkpoint_file_problem(path, checkpoint, integrity=False)
+            if problem:
+                raise IntegrityError(
+                    f"dataset {self.name}: newCheckpoint of block {seq} refers to {path}: {problem} "
+                    "(pass checkpoint_file)"
+                )
+
+
+def _describe(head: Multihash | None) -> str:
+    return head.to_multibase() if head is not None else "(no head)"

@@ -1,0 +1,83 @@
+"""Checks that a data or checkpoint file is exactly what a block says it is.
+
+Used twice with the same rules: by ``append`` on the staged copy of a file before it becomes part of
+the chain, and by ``verify`` on every stored file. Checking the *staged copy* (not the caller's file)
+means what was hashed is what gets stored, even if the caller rewrites its file meanwhile.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from odfproj.errors import InvalidValueError
+from odfproj.odf import model
+from odfproj.odf.multiformats import Multihash
+from odfproj.storage.hashing import (
+    LOGICAL_HASH_CODEC,
+    PHYSICAL_HASH_CODEC,
+    logical_digest_parquet,
+    physical_digest,
+)
+
+
+def physical_hash(path: Path) -> Multihash:
+    """The multihash that names a data or checkpoint file."""
+    return Multihash(PHYSICAL_HASH_CODEC, physical_digest(path))
+
+
+def logical_hash(path: Path) -> Multihash:
+    """The ``arrow0-sha3-256`` multihash of a Parquet file's records."""
+    return Multihash(LOGICAL_HASH_CODEC, logical_digest_parquet(path))
+
+
+def _size_problem(path: Path, expected: int, what: str) -> str | None:
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return f"missing {what} file"
+    if size != expected:
+        return f"size is {size} bytes, the block says {expected}"
+    return None
+
+
+def data_file_problem(path: Path, expected: model.DataSlice, *, integrity: bool = True) -> str | None:
+    """The first way ``path`` differs from the ``newData`` slice describing it, or ``None``.
+
+    Without ``integrity`` only presence and size are checked (cheap); with it, both hashes and the
+    record count are recomputed.
+    """
+    problem = _size_problem(path, expected.size, "data")
+    if problem or not integrity:
+        return problem
+    actual = physical_hash(path)
+    if actual != expected.physical_hash:
+        return f"physical hash is {actual}, the block says {expected.physical_hash}"
+    try:
+        rows = pq.ParquetFile(path).metadata.num_rows
+        logical = logical_hash(path)
+    except (pa.ArrowException, OSError, InvalidValueError) as e:
+        return f"cannot be read as Parquet: {e}"
+    if logical != expected.logical_hash:
+        return f"logical hash is {logical}, the block says {expected.logical_hash}"
+    interval = expected.offset_interval
+    expected_rows = interval.end - interval.start + 1
+    if rows != expected_rows:
+        return (
+            f"holds {rows} records, but offsetInterval [{interval.start}, {interval.end}] "
+            f"covers {expected_rows}"
+        )
+    return None
+
+
+def checkpoint_file_problem(path: Path, expected: model.Checkpoint, *, integrity: bool = True) -> str | None:
+    """The first way ``path`` differs from the ``newCheckpoint`` describing it, or ``None``."""
+    problem = _size_problem(path, expected.size, "checkpoint")
+    if problem or not integrity:
+        return problem
+    actual = physical_hash(path)
+    if actual != expected.physical_hash:
+        return f"physical hash is {actual}, the block says {expected.physical_hash}"
+    return None

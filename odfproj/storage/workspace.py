@@ -1,0 +1,218 @@
+"""The workspace: a folder of datasets in the reference layout, their private keys, and the apply lock.
+
+::
+
+    <root>/
+        datasets/<name>/...        one folder per dataset (see :mod:`odfproj.storage.layout`)
+        keys/<dataset id>.pem      each dataset's ed25519 private key (mode 0600)
+        .lock                      the workspace lock held by ``odfproj apply``
+        .names.lock                serialises creating and deleting datasets (held briefly)
+
+The workspace sits outside the project's git tree by design (the default ``.odf/`` is gitignored),
+so private keys never end up in a commit. Dataset names keep the spelling they were created with
+but are looked up case-insensitively, like ODF dataset names.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from odfproj.odf import model
+from odfproj.odf.flatbuffers_codec import block_hash, encode_block
+from odfproj.odf.identity import DatasetId, DatasetKeyPair
+from odfproj.odf.refs import DatasetName
+from odfproj.storage.chain import append_block
+from odfproj.storage.dataset import BLOCK_VERSION, Dataset
+from odfproj.storage.errors import (
+    DatasetExistsError,
+    DatasetLockedError,
+    DatasetNotFoundError,
+    WorkspaceLockedError,
+)
+from odfproj.storage.fsutil import fsync_dir, new_txid, remove_tree, write_durable
+from odfproj.storage.layout import DATASET_DIRS, HEAD_REF, LOCK_FILE, STAGING_DIR, DatasetLayout
+from odfproj.storage.locks import LockHolder, file_lock
+
+#: Prefixes of the workspace's own temporary folders inside ``datasets/`` (never dataset names,
+#: which cannot start with a dot).
+_CREATING = ".creating-"
+_DELETING = ".deleting-"
+
+
+class Workspace:
+    """A handle on a workspace folder; creates nothing until a dataset is created."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def __repr__(self) -> str:
+        return f"Workspace({str(self.root)!r})"
+
+    @property
+    def datasets_dir(self) -> Path:
+        return self.root / "datasets"
+
+    @property
+    def keys_dir(self) -> Path:
+        return self.root / "keys"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.root / ".lock"
+
+    def key_path(self, dataset_id: DatasetId) -> Path:
+        """Where a dataset's private key is kept: named by the multibase part of its ``did:odf``."""
+        return self.keys_dir / f"{dataset_id.as_did_str().removeprefix('did:odf:')}.pem"
+
+    # --- lookup -------------------------------------------------------------------------------------
+
+    def _dataset_dirs(self) -> Iterator[Path]:
+        """Folders that are datasets: a visible name and a head ref (a half-created one has none)."""
+        if not self.datasets_dir.is_dir():
+            return
+        for path in self.datasets_dir.iterdir():
+            if not path.name.startswith(".") and path.is_dir() and (path / "refs" / HEAD_REF).is_file():
+                yield path
+
+    def list_datasets(self) -> list[str]:
+        """Dataset names as spelled on disk, sorted case-insensitively."""
+        return sorted((p.name for p in self._dataset_dirs()), key=lambda n: (n.lower(), n))
+
+    def _find(self, name: str) -> Path | None:
+        key = name.lower()
+        for path in self._dataset_dirs():
+            if path.name.lower() == key:
+                return path
+        return None
+
+    def exists(self, name: str) -> bool:
+        return self._find(name) is not None
+
+    def open(self, name: str) -> Dataset:
+        """Open a dataset by name (case-insensitive), cleaning up after an interrupted commit."""
+        path = self._find(name)
+        if path is None:
+            raise DatasetNotFoundError(f"dataset {name!r} not found in workspace {self.root}")
+        dataset = Dataset(path.name, path)
+        dataset.recover()
+        return dataset
+
+    # --- creating and deleting ----------------------------------------------------------------------
+
+    def create(self, name: str, kind: model.DatasetKind, *, system_time: datetime | None = None) -> Dataset:
+        """Create a dataset with a fresh identity and commit its Seed block, atomically.
+
+        The whole folder is built under ``datasets/.creating-<txid>/`` and renamed into place, so a
+        crash leaves either no dataset or a complete one. The private key is written first, to
+        ``keys/``: a crash after it leaves an unused key file, never a dataset without its key.
+        """
+        dataset_name = DatasetName(name)  # raises for names that are not valid ODF dataset names
+        self.datasets_dir.mkdir(parents=True, exist_ok=True)
+        with self._names_lock():
+            self._clean_temporary()
+            existing = self._find(name)
+            if existing is not None:
+                raise DatasetExistsError(f"dataset {existing.name!r} already exists in workspace {self.root}")
+            for stray in self.datasets_dir.iterdir():
+                # A folder without refs/head holds nothing reachable: a leftover, safe to remove.
+                if stray.name.lower() == str(dataset_name).lower():
+                    remove_tree(stray)
+            key = DatasetKeyPair.generate()
+            self._write_key(key)
+            seed = model.MetadataBlock(
+                system_time=system_time or datetime.now(UTC),
+                prev_block_hash=None,
+                sequence_number=0,
+                event=model.Seed(dataset_id=key.dataset_id, dataset_kind=kind),
+            )
+            data = encode_block(seed, version=BLOCK_VERSION)
+            seed_hash = block_hash(data)
+            projection = append_block(None, seed_hash, seed)
+            staging = self.datasets_dir / f"{_CREATING}{new_txid()}"
+            layout = DatasetLayout(staging)
+            try:
+                staging.mkdir()
+                for sub in (*DATASET_DIRS, STAGING_DIR):
+                    (staging / sub).mkdir()
+                (staging / LOCK_FILE).touch()
+                write_durable(layout.block_path(seed_hash), data)
+                write_durable(layout.head_ref, seed_hash.to_multibase().encode("ascii"))
+                layout.projection_cache.write_text(projection.to_json(), encoding="utf-8")
+                for sub in (*DATASET_DIRS, STAGING_DIR):
+                    fsync_dir(staging / sub)
+                fsync_dir(staging)
+                target = self.datasets_dir / str(dataset_name)
+                os.rename(staging, target)
+            except BaseException:
+                remove_tree(staging)
+                raise
+            fsync_dir(self.datasets_dir)
+        return Dataset(target.name, target)
+
+    def _write_key(self, key: DatasetKeyPair) -> None:
+        self.keys_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        target = self.key_path(key.dataset_id)
+        tmp = target.with_name(f".{target.name}.tmp-{new_txid()}")
+        try:
+            write_durable(tmp, key.to_pem(), mode=0o600)
+            os.chmod(tmp, 0o600)  # whatever the umask
+            os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        fsync_dir(self.keys_dir)
+
+    def delete(self, name: str) -> None:
+        """Delete a dataset's folder (its chain and data). Its private key is kept in ``keys/``.
+
+        Destructive: callers (apply) must only call it when the user explicitly asked. The folder is
+        first renamed away (atomic: the dataset disappears at once), then removed.
+        """
+        with self._names_lock():
+            path = self._find(name)
+            if path is None:
+                raise DatasetNotFoundError(f"dataset {name!r} not found in workspace {self.root}")
+            dataset = Dataset(path.name, path)
+            with dataset.lock(purpose="delete"):
+                doomed = self.datasets_dir / f"{_DELETING}{new_txid()}"
+                os.rename(path, doomed)
+            fsync_dir(self.datasets_dir)
+            remove_tree(doomed)
+
+    def _clean_temporary(self) -> None:
+        """Remove folders of creates and deletes that crashed; called under the names lock."""
+        for path in self.datasets_dir.iterdir():
+            if path.name.startswith((_CREATING, _DELETING)):
+                remove_tree(path)
+
+    # --- locks --------------------------------------------------------------------------------------
+
+    def _names_lock(self) -> AbstractContextManager[None]:
+        def busy(holder: LockHolder) -> DatasetLockedError:
+            return DatasetLockedError(f"workspace {self.root}: datasets are being created or deleted")
+
+        return file_lock(self.root / ".names.lock", purpose="create", timeout=30.0, busy=busy)
+
+    @contextmanager
+    def lock(self, *, purpose: str = "odfproj apply", timeout: float | None = None) -> Iterator[None]:
+        """The workspace lock, so that two applies never interleave.
+
+        Non-blocking by default: raises :class:`WorkspaceLockedError` naming the holder's pid, purpose
+        and start time; with ``timeout`` waits up to that many seconds first.
+        """
+
+        def busy(holder: LockHolder) -> WorkspaceLockedError:
+            if holder.pid is None:
+                return WorkspaceLockedError(f"workspace {self.root} is locked by another process")
+            what = f" ({holder.purpose or 'unknown'} started at {holder.started or 'unknown time'})"
+            return WorkspaceLockedError(
+                f"workspace {self.root} is locked by pid {holder.pid}{what}", holder.pid
+            )
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        with file_lock(self.lock_file, purpose=purpose, timeout=timeout, busy=busy):
+            yield

@@ -1,0 +1,1 @@
+"""Helpers shared by the storage tests and the subprocess scripts they start."""

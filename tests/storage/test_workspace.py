@@ -1,0 +1,107 @@
+"""Workspace: creating, finding, opening and deleting datasets; keys; the workspace lock (in-process)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from datetime import UTC, datetime
+
+import pytest
+
+from odfproj.errors import InvalidValueError
+from odfproj.odf import model
+from odfproj.odf.identity import DatasetKeyPair
+from odfproj.storage.errors import DatasetExistsError, DatasetNotFoundError, WorkspaceLockedError
+from odfproj.storage.workspace import Workspace
+
+
+def test_create_writes_a_seeded_dataset_and_its_key(workspace: Workspace) -> None:
+    when = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
+    dataset = workspace.create("com.example.Trades", model.DatasetKind.Derivative, system_time=when)
+    assert dataset.name == "com.example.Trades"
+    assert dataset.path == workspace.root / "datasets" / "com.example.Trades"
+    [(head, seed)] = list(dataset.iter_blocks())
+    assert head == dataset.head()
+    assert seed.sequence_number == 0 and seed.prev_block_hash is None and seed.system_time == when
+    assert seed.event == model.Seed(dataset_id=dataset.dataset_id, dataset_kind=model.DatasetKind.Derivative)
+    assert dataset.kind == model.DatasetKind.Derivative
+
+    key_file = workspace.keys_dir / f"{dataset.dataset_id.as_did_str().removeprefix('did:odf:')}.pem"
+    assert key_file == workspace.key_path(dataset.dataset_id)
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert DatasetKeyPair.from_pem(key_file.read_bytes()).dataset_id == dataset.dataset_id
+
+
+def test_each_dataset_gets_its_own_identity(workspace: Workspace) -> None:
+    a = workspace.create("a", model.DatasetKind.Root)
+    b = workspace.create("b", model.DatasetKind.Root)
+    assert a.dataset_id != b.dataset_id
+    assert len(list(workspace.keys_dir.iterdir())) == 2
+
+
+def test_names_are_case_insensitive_but_keep_their_spelling(workspace: Workspace) -> None:
+    workspace.create("MyData", model.DatasetKind.Root)
+    assert workspace.list_datasets() == ["MyData"]
+    assert workspace.exists("mydata") and workspace.exists("MYDATA")
+    assert workspace.open("mYdAtA").name == "MyData"
+    with pytest.raises(DatasetExistsError, match="dataset 'MyData' already exists in workspace"):
+        workspace.create("mydata", model.DatasetKind.Root)
+
+
+def test_invalid_names_are_rejected(workspace: Workspace) -> None:
+    with pytest.raises(InvalidValueError, match="invalid dataset name"):
+        workspace.create("no spaces", model.DatasetKind.Root)
+    with pytest.raises(InvalidValueError):
+        workspace.create(".hidden", model.DatasetKind.Root)
+
+
+def test_open_unknown_dataset(workspace: Workspace) -> None:
+    assert workspace.list_datasets() == []  # the workspace folder does not even exist yet
+    with pytest.raises(DatasetNotFoundError) as caught:
+        workspace.open("nope")
+    assert str(caught.value) == f"dataset 'nope' not found in workspace {workspace.root}"
+
+
+def test_half_created_datasets_are_ignored_and_replaced(workspace: Workspace) -> None:
+    workspace.create("real", model.DatasetKind.Root)
+    half = workspace.datasets_dir / "half"
+    (half / "blocks").mkdir(parents=True)
+    (half / "blocks" / "junk").write_bytes(b"x")
+    crashed = workspace.datasets_dir / ".creating-0123456789abcdef"
+    (crashed / "refs").mkdir(parents=True)
+    (crashed / "refs" / "head").write_text("f1620")
+    assert workspace.list_datasets() == ["real"]
+    assert not workspace.exists("half")
+    with pytest.raises(DatasetNotFoundError):
+        workspace.open("half")
+    dataset = workspace.create("half", model.DatasetKind.Root)
+    assert not (dataset.path / "blocks" / "junk").exists()
+    assert not crashed.exists()
+    assert workspace.list_datasets() == ["half", "real"]
+
+
+def test_delete_removes_the_dataset_but_keeps_its_key(workspace: Workspace) -> None:
+    dataset = workspace.create("gone", model.DatasetKind.Root)
+    key = workspace.key_path(dataset.dataset_id)
+    workspace.delete("GONE")
+    assert not workspace.exists("gone")
+    assert not dataset.path.exists()
+    assert key.exists()
+    assert [p.name for p in workspace.datasets_dir.iterdir() if not p.name.startswith(".")] == []
+    with pytest.raises(DatasetNotFoundError):
+        workspace.delete("gone")
+
+
+def test_workspace_lock_is_exclusive_and_names_its_holder(workspace: Workspace) -> None:
+    with workspace.lock():
+        with pytest.raises(WorkspaceLockedError) as caught, workspace.lock():
+            pass
+        message = str(caught.value)
+        assert message.startswith(
+            f"workspace {workspace.root} is locked by pid {os.getpid()} (odfproj apply started at "
+        )
+        assert caught.value.pid == os.getpid()
+        with pytest.raises(WorkspaceLockedError), workspace.lock(timeout=0.1):
+            pass
+    with workspace.lock(purpose="odfproj run"):
+        pass  # released on exit
