@@ -75,6 +75,6 @@ def load_workspace_state(root: Path) -> WorkspaceState:
             kind=projection.kind,
             head=projection.head.to_multibase(),
             has_data=projection.has_data,
-            definition_events=tuple(projection.definition_events),
+            definition_events=tuple(d.event for d in projection.definition_events),
         )
     return WorkspaceState(views, names)
