@@ -55,6 +55,7 @@ class Transaction:
         self.dir = layout.staging_dir / self.txid
         self._objects: list[_Staged] = []
         self._done = False
+        self._published = False
 
     def __enter__(self) -> Transaction:
         self.dir.mkdir(parents=True)
@@ -90,6 +91,7 @@ class Transaction:
                 f"{self.layout.root}: head moved from {old_head} to {current} during the commit"
             )
         touched: dict[Path, None] = {}
+        self._published = True
         for obj in self._objects:
             os.replace(obj.staged, obj.target)
             touched[obj.target.parent] = None
@@ -100,8 +102,16 @@ class Transaction:
         remove_tree(self.dir)
 
     def abort(self) -> None:
+        """Discard the transaction after a failure.
+
+        Before publishing, removing the staging folder undoes everything. Once publishing started
+        (an I/O error mid-commit), objects may sit at their final names and the head may or may not
+        have moved; deciding what is garbage needs the reachability walk, so the staging folder is
+        left as the signal for :func:`clean_leftovers` instead of guessing here.
+        """
         self._done = True
-        remove_tree(self.dir)
+        if not self._published:
+            remove_tree(self.dir)
 
 
 # --- recovery -----------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from odfproj.odf.flatbuffers_codec import block_hash as hash_block_bytes
 from odfproj.odf.flatbuffers_codec import decode_block, encode_block
 from odfproj.odf.identity import DatasetId
 from odfproj.odf.multiformats import Multihash
+from odfproj.odf.timestamps import to_utc
 from odfproj.storage.chain import append_block
 from odfproj.storage.commit import Transaction, clean_leftovers, find_leftovers
 from odfproj.storage.errors import (
@@ -164,8 +165,8 @@ class Dataset:
         try:
             with self.lock(purpose="recover"):
                 return self._recover_locked()
-        except DatasetLockedError:
-            return []
+        except (DatasetLockedError, OSError):
+            return []  # busy, or a read-only workspace: readers are unaffected by leftovers
 
     def _recover_locked(self) -> list[Path]:
         leftovers = find_leftovers(self.layout)
@@ -216,6 +217,11 @@ class Dataset:
         """
         if not events:
             raise InvalidValueError("append needs at least one event")
+        for event in events:
+            if model.VARIANT_OF.get(type(event), ("",))[0] != "MetadataEvent":
+                raise InvalidValueError(f"append takes metadata events, got {type(event).__name__}")
+        if system_time is not None:
+            system_time = to_utc(system_time)  # a naive time would be a guess
         with self.lock(timeout=timeout, purpose="append"):
             self._recover_locked()
             head = self.head()

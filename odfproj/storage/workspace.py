@@ -25,12 +25,13 @@ from odfproj.odf import model
 from odfproj.odf.flatbuffers_codec import block_hash, encode_block
 from odfproj.odf.identity import DatasetId, DatasetKeyPair
 from odfproj.odf.refs import DatasetName
+from odfproj.odf.timestamps import to_utc
 from odfproj.storage.chain import append_block
 from odfproj.storage.dataset import BLOCK_VERSION, Dataset
 from odfproj.storage.errors import (
     DatasetExistsError,
-    DatasetLockedError,
     DatasetNotFoundError,
+    LockedError,
     WorkspaceLockedError,
 )
 from odfproj.storage.fsutil import fsync_dir, new_txid, remove_tree, write_durable
@@ -111,7 +112,9 @@ class Workspace:
         ``keys/``: a crash after it leaves an unused key file, never a dataset without its key.
         """
         dataset_name = DatasetName(name)  # raises for names that are not valid ODF dataset names
-        self.datasets_dir.mkdir(parents=True, exist_ok=True)
+        if not self.datasets_dir.is_dir():
+            self.datasets_dir.mkdir(parents=True, exist_ok=True)
+            fsync_dir(self.root)
         with self._names_lock():
             self._clean_temporary()
             existing = self._find(name)
@@ -120,11 +123,14 @@ class Workspace:
             for stray in self.datasets_dir.iterdir():
                 # A folder without refs/head holds nothing reachable: a leftover, safe to remove.
                 if stray.name.lower() == str(dataset_name).lower():
-                    remove_tree(stray)
+                    if stray.is_dir() and not stray.is_symlink():
+                        remove_tree(stray)
+                    else:
+                        stray.unlink()
             key = DatasetKeyPair.generate()
             self._write_key(key)
             seed = model.MetadataBlock(
-                system_time=system_time or datetime.now(UTC),
+                system_time=to_utc(system_time) if system_time is not None else datetime.now(UTC),
                 prev_block_hash=None,
                 sequence_number=0,
                 event=model.Seed(dataset_id=key.dataset_id, dataset_kind=kind),
@@ -154,7 +160,9 @@ class Workspace:
         return Dataset(target.name, target)
 
     def _write_key(self, key: DatasetKeyPair) -> None:
-        self.keys_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not self.keys_dir.is_dir():
+            self.keys_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fsync_dir(self.root)
         target = self.key_path(key.dataset_id)
         tmp = target.with_name(f".{target.name}.tmp-{new_txid()}")
         try:
@@ -192,9 +200,15 @@ class Workspace:
     # --- locks --------------------------------------------------------------------------------------
 
     def _names_lock(self) -> AbstractContextManager[None]:
-        def busy(holder: LockHolder) -> DatasetLockedError:
-            return DatasetLockedError(f"workspace {self.root}: datasets are being created or deleted")
+        """Held only for the instant of a create or delete, so waiting for it is fine."""
 
+        def busy(holder: LockHolder) -> LockedError:
+            who = f"pid {holder.pid}" if holder.pid is not None else "another process"
+            return LockedError(
+                f"workspace {self.root}: {who} keeps creating or deleting datasets", holder.pid
+            )
+
+        self.root.mkdir(parents=True, exist_ok=True)
         return file_lock(self.root / ".names.lock", purpose="create", timeout=30.0, busy=busy)
 
     @contextmanager

@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from odfproj.errors import InvalidValueError
 from odfproj.odf import model
 from odfproj.odf.flatbuffers_codec import block_hash, encode_block
 from odfproj.odf.identity import DatasetKeyPair
@@ -559,3 +560,18 @@ def test_expected_head_match_commits(root: Dataset) -> None:
 def test_multihash_code_is_checked() -> None:
     # Guard for fake_slice: the physical hash must be a real sha3-256 multihash.
     assert fake_slice(0, 1).physical_hash.code == Multicodec.SHA3_256
+
+
+# --- bad arguments ------------------------------------------------------------------------------------
+
+
+def test_only_metadata_events_can_be_appended(root: Dataset) -> None:
+    with pytest.raises(InvalidValueError, match="append takes metadata events, got DataSlice"):
+        root.append([fake_slice(0, 1)])  # type: ignore[list-item]
+    with pytest.raises(InvalidValueError, match="at least one event"):
+        root.append([])
+
+
+def test_naive_system_time_is_rejected(root: Dataset) -> None:
+    with pytest.raises(InvalidValueError, match="has no time zone"):
+        root.append([model.SetInfo(description="x")], system_time=BASE_TIME.replace(tzinfo=None))

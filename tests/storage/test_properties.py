@@ -34,7 +34,7 @@ from tests.storage.helpers.chains import (
     set_transform,
 )
 
-PROPERTIES = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTIES = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 _data_steps = st.tuples(
     st.just("data"),
