@@ -7,7 +7,7 @@ re-ordered appends nothing, and an update appends exactly the events whose value
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -142,13 +142,14 @@ def diff_dataset(
             continue
         verdict = _verdict(old, event, view.has_data)
         reasons.extend(verdict.reasons)
+        after = to_data(event)
         changes.append(
             EventChange(
                 key,
                 type(event).__name__,
                 to_data(old) if old is not None else None,
-                to_data(event),
-                to_data(event),
+                after,
+                after,
                 verdict.notes,
             )
         )
@@ -215,7 +216,3 @@ def _undo(old: Any) -> Any | None:
     if isinstance(old, model.AddPushSource):
         return model.DisablePushSource(source_name=old.source_name)
     return None
-
-
-def events_to_append(step: PlanStep) -> list[Mapping[str, Any]]:
-    return [c.event for c in step.changes if c.event is not None]

@@ -7,7 +7,7 @@ drift from what runs on merge (the idea of SQLMesh's plan stages and terraform's
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 #: Bumped whenever the JSON form of a plan changes incompatibly; see schemas/plan.schema.json.
@@ -69,7 +69,6 @@ class Plan:
     warnings: tuple[str, ...] = ()
     created_at: str = ""
     format_version: int = PLAN_FORMAT_VERSION
-    counts: dict[str, int] = field(default_factory=dict)
 
     def count(self, action: Action) -> int:
         return sum(1 for s in self.steps if s.action is action)
