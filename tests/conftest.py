@@ -18,3 +18,19 @@ def shared_dir() -> Path:
     if not SHARED_DIR.is_dir():
         pytest.fail(f"the spec folder {SHARED_DIR} is missing: it must sit beside the repository")
     return SHARED_DIR
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one SparkSession of the test run (local[2], UI off, 2 shuffle partitions); mark tests ``spark``."""
+    from odfproj.engine.session import SparkSessionHolder, SparkSettings
+
+    holder = SparkSessionHolder(
+        SparkSettings(
+            master="local[2]",
+            app_name="odfproj-tests",
+            conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+        )
+    )
+    yield holder.get()
+    holder.stop()
