@@ -32,7 +32,7 @@ from odfproj.storage.errors import (
 )
 from odfproj.storage.fsutil import replace_atomic
 from odfproj.storage.head import read_head
-from odfproj.storage.layout import DatasetLayout
+from odfproj.storage.layout import PROJECTION_CACHE, DatasetLayout
 from odfproj.storage.locks import LockHolder, file_lock
 from odfproj.storage.objects import checkpoint_file_problem, data_file_problem
 from odfproj.storage.projection import DATA_EVENTS, ChainProjection
@@ -142,6 +142,20 @@ class Dataset:
             replace_atomic(self.layout.projection_cache, projection.to_json().encode(), durable=False)
         except OSError:
             pass
+
+    # --- records kept beside the chain -------------------------------------------------------------
+
+    def read_info(self, name: str) -> bytes | None:
+        """A file of ``info/`` (derived or advisory records, never part of the chain); None if absent."""
+        try:
+            return (self.layout.info_dir / _info_name(name)).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def write_info(self, name: str, data: bytes) -> None:
+        """Replace a file of ``info/`` atomically and durably."""
+        self.layout.info_dir.mkdir(exist_ok=True)
+        replace_atomic(self.layout.info_dir / _info_name(name), data, durable=True)
 
     # --- locking and recovery -----------------------------------------------------------------------
 
@@ -330,3 +344,9 @@ class Dataset:
 
 def _describe(head: Multihash | None) -> str:
     return head.to_multibase() if head is not None else "(no head)"
+
+
+def _info_name(name: str) -> str:
+    if not name or "/" in name or name.startswith(".") or name == PROJECTION_CACHE:
+        raise InvalidValueError(f"not a name for an info/ record: {name!r}")
+    return name

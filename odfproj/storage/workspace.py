@@ -16,7 +16,7 @@ but are looked up case-insensitively, like ODF dataset names.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,11 +24,13 @@ from pathlib import Path
 from odfproj.odf import model
 from odfproj.odf.flatbuffers_codec import block_hash, encode_block
 from odfproj.odf.identity import DatasetId, DatasetKeyPair
+from odfproj.odf.multiformats import Multihash
 from odfproj.odf.refs import DatasetName
 from odfproj.odf.timestamps import to_utc
 from odfproj.storage.chain import append_block
 from odfproj.storage.dataset import BLOCK_VERSION, Dataset
 from odfproj.storage.errors import (
+    ChainInvariantError,
     DatasetExistsError,
     DatasetNotFoundError,
     LockedError,
@@ -104,11 +106,20 @@ class Workspace:
 
     # --- creating and deleting ----------------------------------------------------------------------
 
-    def create(self, name: str, kind: model.DatasetKind, *, system_time: datetime | None = None) -> Dataset:
-        """Create a dataset with a fresh identity and commit its Seed block, atomically.
+    def create(
+        self,
+        name: str,
+        kind: model.DatasetKind,
+        *,
+        events: Sequence[model.MetadataEvent] = (),
+        system_time: datetime | None = None,
+    ) -> Dataset:
+        """Create a dataset with a fresh identity: its Seed block and then ``events``, atomically.
 
         The whole folder is built under ``datasets/.creating-<txid>/`` and renamed into place, so a
-        crash leaves either no dataset or a complete one. The private key is written first, to
+        crash leaves either no dataset or a complete one: a dataset never exists with only part of
+        its manifest applied. ``events`` are definition events (no data files); every chain
+        invariant is checked before anything is written. The private key is written first, to
         ``keys/``: a crash after it leaves an unused key file, never a dataset without its key.
         """
         dataset_name = DatasetName(name)  # raises for names that are not valid ODF dataset names
@@ -128,16 +139,21 @@ class Workspace:
                     else:
                         stray.unlink()
             key = DatasetKeyPair.generate()
-            self._write_key(key)
             seed = model.MetadataBlock(
                 system_time=to_utc(system_time) if system_time is not None else datetime.now(UTC),
                 prev_block_hash=None,
                 sequence_number=0,
                 event=model.Seed(dataset_id=key.dataset_id, dataset_kind=kind),
             )
-            data = encode_block(seed, version=BLOCK_VERSION)
-            seed_hash = block_hash(data)
-            projection = append_block(None, seed_hash, seed)
+            blocks = _chain_blocks(seed, events)
+            projection = None
+            try:
+                for hash_, block, _ in blocks:
+                    projection = append_block(projection, hash_, block)
+            except ChainInvariantError as e:
+                raise ChainInvariantError(f"cannot create dataset {name!r}: {e}") from None
+            assert projection is not None
+            self._write_key(key)  # only once the chain is known to be valid
             staging = self.datasets_dir / f"{_CREATING}{new_txid()}"
             layout = DatasetLayout(staging)
             try:
@@ -145,8 +161,9 @@ class Workspace:
                 for sub in (*DATASET_DIRS, STAGING_DIR):
                     (staging / sub).mkdir()
                 (staging / LOCK_FILE).touch()
-                write_durable(layout.block_path(seed_hash), data)
-                write_durable(layout.head_ref, seed_hash.to_multibase().encode("ascii"))
+                for hash_, _, data in blocks:
+                    write_durable(layout.block_path(hash_), data)
+                write_durable(layout.head_ref, projection.head.to_multibase().encode("ascii"))
                 layout.projection_cache.write_text(projection.to_json(), encoding="utf-8")
                 for sub in (*DATASET_DIRS, STAGING_DIR):
                     fsync_dir(staging / sub)
@@ -230,3 +247,22 @@ class Workspace:
         self.root.mkdir(parents=True, exist_ok=True)
         with file_lock(self.lock_file, purpose=purpose, timeout=timeout, busy=busy):
             yield
+
+
+def _chain_blocks(
+    seed: model.MetadataBlock, events: Sequence[model.MetadataEvent]
+) -> list[tuple[Multihash, model.MetadataBlock, bytes]]:
+    """The Seed and ``events`` as linked blocks (hash, block, stored bytes), all at the Seed's time."""
+    data = encode_block(seed, version=BLOCK_VERSION)
+    out = [(block_hash(data), seed, data)]
+    for event in events:
+        prev_hash, prev, _ = out[-1]
+        block = model.MetadataBlock(
+            system_time=seed.system_time,
+            prev_block_hash=prev_hash,
+            sequence_number=prev.sequence_number + 1,
+            event=event,
+        )
+        data = encode_block(block, version=BLOCK_VERSION)
+        out.append((block_hash(data), block, data))
+    return out

@@ -105,3 +105,45 @@ def test_workspace_lock_is_exclusive_and_names_its_holder(workspace: Workspace) 
             pass
     with workspace.lock(purpose="odfproj run"):
         pass  # released on exit
+
+
+def test_create_with_definition_events_is_one_step(tmp_path) -> None:
+    from odfproj.odf import model
+    from odfproj.storage.workspace import Workspace
+
+    ws = Workspace(tmp_path / "ws")
+    info = model.SetInfo(description="d", keywords=("k",))
+    ds = ws.create("org.example.a", model.DatasetKind.Root, events=[info])
+    blocks = list(ds.iter_blocks())
+    assert [type(b.event).__name__ for _, b in blocks] == ["SetInfo", "Seed"]
+    assert ds.projection().sequence_number == 1
+
+
+def test_create_with_invalid_events_writes_nothing(tmp_path) -> None:
+    import pytest
+
+    from odfproj.odf import model
+    from odfproj.storage.errors import ChainInvariantError
+    from odfproj.storage.workspace import Workspace
+
+    ws = Workspace(tmp_path / "ws")
+    transform = model.SetTransform(inputs=(), transform=model.TransformSql(engine="spark", query="SELECT 1"))
+    with pytest.raises(ChainInvariantError, match=r"org\.example\.a"):
+        ws.create("org.example.a", model.DatasetKind.Root, events=[transform])
+    assert ws.list_datasets() == []
+    assert not ws.keys_dir.exists() or not any(ws.keys_dir.iterdir())
+
+
+def test_info_records_round_trip(tmp_path) -> None:
+    import pytest
+
+    from odfproj.errors import InvalidValueError
+    from odfproj.odf import model
+    from odfproj.storage.workspace import Workspace
+
+    ds = Workspace(tmp_path / "ws").create("org.example.a", model.DatasetKind.Root)
+    assert ds.read_info("applied.json") is None
+    ds.write_info("applied.json", b"{}")
+    assert ds.read_info("applied.json") == b"{}"
+    with pytest.raises(InvalidValueError):
+        ds.write_info("../escape", b"")
