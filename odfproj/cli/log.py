@@ -6,23 +6,12 @@ from pathlib import Path
 
 import typer
 
+from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, resolve_workspace
 from odfproj.errors import OdfprojError
 from odfproj.odf import model
 from odfproj.odf.arrow_schema import decode_arrow_schema
 from odfproj.odf.timestamps import format_rfc3339
-from odfproj.project.config import load_project
 from odfproj.storage.projection import event_kind
-from odfproj.storage.workspace import Workspace
-
-WORKSPACE_HELP = "Workspace folder (default: the project's, usually .odf/ in the project)."
-PROJECT_HELP = "Project folder (default: discovered upwards)."
-
-
-def resolve_workspace(workspace: Path | None, project: Path | None) -> Workspace:
-    """``--workspace`` if given, else the project's workspace: the only place storage meets project."""
-    if workspace is not None:
-        return Workspace(workspace)
-    return Workspace(load_project(project).workspace())
 
 
 def log(

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from odfproj import ODF_SPEC_VERSION, __version__
-from odfproj.cli import block, log, plan, validate, verify
+from odfproj.cli import apply, block, log, plan, validate, verify
 from odfproj.cli.context import CliState, fail
 from odfproj.errors import OdfprojError
 
@@ -22,6 +22,7 @@ app = typer.Typer(
 app.add_typer(block.app, name="block")
 app.command("validate")(validate.validate)
 app.command("plan")(plan.plan)
+app.command("apply")(apply.apply)
 app.command("log")(log.log)
 app.command("verify")(verify.verify)
 

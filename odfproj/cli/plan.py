@@ -7,26 +7,52 @@ from pathlib import Path
 
 import typer
 
-from odfproj.plan.planner import make_plan
-from odfproj.plan.render import render_json, render_text
-from odfproj.plan.sources import load_desired, load_workspace_state
+from odfproj.cli.options import (
+    ChangedSinceOption,
+    ExcludeOption,
+    ProjectOption,
+    SelectOption,
+    TargetOption,
+    VarOption,
+    plan_request,
+)
+from odfproj.plan.model import Plan
+from odfproj.plan.planfile import write_plan_file
+from odfproj.plan.render import render_json, render_markdown, render_text
+from odfproj.plan.sources import plan_project
 from odfproj.project.config import load_project
 
 
 class PlanFormat(enum.StrEnum):
     text = "text"
     json = "json"
+    markdown = "markdown"
+
+
+def render(plan: Plan, output_format: PlanFormat, show_unchanged: bool) -> str:
+    if output_format is PlanFormat.json:
+        return render_json(plan)
+    if output_format is PlanFormat.markdown:
+        return render_markdown(plan, show_unchanged=show_unchanged)
+    return render_text(plan, show_unchanged=show_unchanged)
 
 
 def plan(
-    project: Path | None = typer.Option(
-        None, "--project", help="Project folder (default: discovered upwards)."
-    ),
-    target: str | None = typer.Option(
-        None, "--target", "-t", help="Target from odfproj.yaml (default: its default)."
-    ),
+    project: Path | None = ProjectOption,
+    target: str | None = TargetOption,
+    select: list[str] | None = SelectOption,
+    exclude: list[str] | None = ExcludeOption,
+    changed_since: str | None = ChangedSinceOption,
+    variables: list[str] | None = VarOption,
     output_format: PlanFormat = typer.Option(
-        PlanFormat.text, "--format", help="text for people, json for tools."
+        PlanFormat.text,
+        "--format",
+        help="text for people, json for tools (schemas/plan.schema.json), markdown for a PR comment.",
+    ),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="Also save the plan to FILE (JSON, pinned to every dataset's head) for `odfproj apply FILE`.",
     ),
     detailed_exitcode: bool = typer.Option(
         False,
@@ -39,21 +65,16 @@ def plan(
 
     Each dataset is classified as create (+), update (~), unchanged, drift (~, changed outside the
     project), orphan (?, in the workspace but without a manifest; never deleted) or refused (!, a change
-    that ODF's evolution rules forbid). Safe on untrusted pull requests: nothing is fetched or executed.
+    that ODF's evolution rules forbid; exit code 1). Safe on untrusted pull requests: nothing a
+    manifest names is fetched or executed, and templates run in a sandbox.
     """
     config = load_project(project)
-    workspace = config.workspace(target)
-    desired = load_desired(config)
-    state = load_workspace_state(workspace)
-    wanted = {d.snapshot.name.lower() for d in desired}
-    orphans = [n for n in state.names if n.lower() not in wanted]
-    result = make_plan(
-        project=config.name, workspace=str(workspace), desired=desired, views=state.views, orphans=orphans
-    )
-    if output_format is PlanFormat.json:
-        typer.echo(render_json(result), nl=False)
-    else:
-        typer.echo(render_text(result, show_unchanged=show_unchanged), nl=False)
+    result, _ = plan_project(config, plan_request(target, select, exclude, changed_since, variables))
+    if out is not None:
+        write_plan_file(result, out)
+    typer.echo(render(result, output_format, show_unchanged), nl=False)
+    if out is not None and output_format is PlanFormat.text:
+        typer.echo(f"\nSaved the plan to {out}. Apply exactly this plan with: odfproj apply {out}")
     if result.has_refusals:
         raise typer.Exit(1)
     if detailed_exitcode and result.has_changes:

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from odfproj.cli.context import stderr_console
-from odfproj.cli.log import PROJECT_HELP, WORKSPACE_HELP, resolve_workspace
+from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, resolve_workspace
 from odfproj.storage.verify import verify_dataset
 
 

@@ -7,8 +7,8 @@ re-ordered appends nothing, and an update appends exactly the events whose value
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from odfproj.odf import model
@@ -40,8 +40,13 @@ class ChainView:
     head: str
     has_data: bool
     definition_events: tuple[Any, ...]
-    #: Whether the chain still holds exactly what the last apply left there (None: unknown).
-    manifest_unchanged_since_apply: bool | None = None
+    #: Definition events appended after the last apply, i.e. not produced by a manifest (described
+    #: as "SetInfo (block 7)"); empty when there are none or no apply record exists.
+    foreign_events: tuple[str, ...] = ()
+    #: End offset of the last data slice (None: no data yet).
+    last_offset: int | None = None
+    #: For a derivative: per input ``did:odf``, the last input offset it has consumed.
+    input_offsets: Mapping[str, int | None] = field(default_factory=dict)
 
 
 def event_key(event: Any) -> str | None:
@@ -187,10 +192,20 @@ def diff_dataset(
             changes=tuple(changes),
             expected_head=view.head,
         )
-    action = Action.DRIFT if view.manifest_unchanged_since_apply else Action.UPDATE
+    if view.foreign_events:
+        return PlanStep(
+            snapshot.name,
+            Action.DRIFT,
+            manifest,
+            kind_name,
+            changes=tuple(changes),
+            reasons=("changed outside this project since the last apply: " + ", ".join(view.foreign_events),),
+            expected_head=view.head,
+            pending_inputs=tuple(pending),
+        )
     return PlanStep(
         snapshot.name,
-        action,
+        Action.UPDATE,
         manifest,
         kind_name,
         changes=tuple(changes),

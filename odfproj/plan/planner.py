@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from odfproj.odf import model
-from odfproj.plan.diff import ChainView, diff_dataset
+from odfproj.plan.diff import ChainView, diff_dataset, fold
 from odfproj.plan.model import Action, Plan, PlanStep
 
 
@@ -32,9 +32,12 @@ def make_plan(
     def resolve(ref: str) -> str | None:
         return planned_ids.get(ref.lower())
 
-    steps: list[PlanStep] = [
-        diff_dataset(d.snapshot, d.manifest, views.get(d.snapshot.name.lower()), resolve) for d in desired
-    ]
+    steps: list[PlanStep] = []
+    for d in desired:
+        step = diff_dataset(d.snapshot, d.manifest, views.get(d.snapshot.name.lower()), resolve)
+        if step.action is not Action.REFUSED:
+            step = replace(step, data_work=data_work(d.snapshot, views))
+        steps.append(step)
     for name in sorted(orphans):
         view = views.get(name.lower())
         steps.append(
@@ -56,3 +59,28 @@ def make_plan(
         warnings=tuple(warnings),
         created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     )
+
+
+def data_work(snapshot: model.DatasetSnapshot, views: Mapping[str, ChainView]) -> tuple[str, ...]:
+    """What ``run`` would do for the dataset's data, judged from metadata alone (nothing is fetched)."""
+    definition = fold(snapshot.metadata)
+    source = definition.get("SetPollingSource")
+    if isinstance(source, model.SetPollingSource):
+        return (f"poll the {type(source.fetch).__name__.removeprefix('FetchStep')} source",)
+    transform = definition.get("SetTransform")
+    if not isinstance(transform, model.SetTransform):
+        return ()
+    own = views.get(snapshot.name.lower())
+    consumed = own.input_offsets if own is not None else {}
+    work = []
+    for inp in transform.inputs:
+        ref = inp.dataset_ref
+        view = views.get(ref.lower()) or next((v for v in views.values() if v.dataset_id == ref), None)
+        if view is None:
+            work.append(f"transform once input {ref} has data")
+        elif view.last_offset is not None:
+            done = consumed.get(view.dataset_id)
+            new = view.last_offset - (done if done is not None else -1)
+            if new > 0:
+                work.append(f"transform {new} new record(s) of {ref}")
+    return tuple(work)

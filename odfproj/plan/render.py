@@ -1,14 +1,13 @@
-"""Renderings of one ``Plan``: human text in terraform's idiom, and versioned JSON."""
+"""Renderings of one ``Plan``: human text in terraform's idiom, versioned JSON, and markdown for PRs."""
 
 from __future__ import annotations
 
 import difflib
-import json
-from dataclasses import asdict
 from typing import Any
 
 from odfproj.odf.yaml_codec import dump_yaml
 from odfproj.plan.model import Action, Plan, PlanStep
+from odfproj.plan.planfile import plan_to_json
 
 _ORDER = {
     Action.REFUSED: 0,
@@ -69,6 +68,8 @@ def _step_text(step: PlanStep) -> list[str]:
         lines.append(f"    {'!' if step.action is Action.REFUSED else '#'} {reason}")
     for pending in step.pending_inputs:
         lines.append(f"    # input '{pending}' is created by this apply; its id is known after apply")
+    for work in step.data_work:
+        lines.append(f"    # data: {work}")
     if step.action in (Action.CREATE, Action.UPDATE, Action.DRIFT):
         if step.action is Action.CREATE:
             lines.append("    + Seed (a new dataset id and key)")
@@ -81,14 +82,70 @@ def _step_text(step: PlanStep) -> list[str]:
     return lines
 
 
-def plan_to_json(plan: Plan) -> dict[str, Any]:
-    data = asdict(plan)
-    data["counts"] = {a.value: plan.count(a) for a in Action}
-    data["summary"] = plan.summary()
-    for step in data["steps"]:
-        step["action"] = step["action"].value
-    return data
-
-
 def render_json(plan: Plan) -> str:
-    return json.dumps(plan_to_json(plan), indent=2, sort_keys=False) + "\n"
+    return plan_to_json(plan)
+
+
+def render_markdown(plan: Plan, *, show_unchanged: bool = False) -> str:
+    """A pull-request comment: refusals first, the summary, a table, then collapsible per-dataset diffs.
+
+    GitHub renders ``<details>`` and ```` ```diff ```` blocks, so a reviewer sees the whole plan at a
+    glance and opens only the datasets they care about.
+    """
+    lines = [f"### odfproj plan: `{plan.project}`", "", f"**{plan.summary()}**", ""]
+    refused = [s for s in plan.steps if s.action is Action.REFUSED]
+    if refused:
+        lines += [
+            "> [!CAUTION]",
+            f"> **{len(refused)} change(s) refused**; apply will not run until the manifests are fixed:",
+        ]
+        for step in refused:
+            for reason in step.reasons:
+                lines.append(f"> - `{step.dataset}` ({_md_code(step.manifest)}): {_md_escape(reason)}")
+        lines.append("")
+    visible = [s for s in plan.steps if show_unchanged or s.action is not Action.UNCHANGED]
+    visible.sort(key=lambda s: _ORDER[s.action])
+    if not visible:
+        lines.append("No changes. The workspace matches the manifests.")
+    else:
+        lines += ["| | dataset | action | manifest | events |", "|---|---|---|---|---|"]
+        for step in visible:
+            events = ", ".join(c.kind for c in step.changes if c.event is not None) or "-"
+            lines.append(
+                f"| `{step.action.symbol.strip() or '='}` | `{step.dataset}` | {step.action.value} "
+                f"| {_md_code(step.manifest)} | {events} |"
+            )
+        lines.append("")
+        for step in visible:
+            body = _step_text(step)[1:]
+            if not body:
+                continue
+            lines += [
+                f"<details><summary><code>{step.action.symbol} {step.dataset}</code> "
+                f"({step.action.value})</summary>",
+                "",
+                "```diff",
+                *(_diff_line(line) for line in body),
+                "```",
+                "</details>",
+                "",
+            ]
+    for warning in plan.warnings:
+        lines.append(f"> [!WARNING]\n> {_md_escape(warning)}\n")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _diff_line(line: str) -> str:
+    """``_step_text`` lines with their +/-/~ marker moved to column 0, where ```diff colours it."""
+    stripped = line.lstrip()
+    if stripped[:2] in ("+ ", "- "):
+        return stripped[0] + " " + line.replace(stripped[:2], "  ", 1)[1:]
+    return "  " + line
+
+
+def _md_code(text: str | None) -> str:
+    return f"`{text}`" if text else "-"
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")

@@ -1,80 +1,175 @@
-"""Gather the two sides of a plan: the project's manifests and the workspace's chains. Reads only."""
+"""Gather the two sides of a plan: the project's rendered manifests and the workspace's chains.
+
+Reads only. Nothing a manifest names is fetched or executed, so planning is safe on an untrusted
+pull request: rendering is sandboxed (project.render), and the workspace is only read.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
-import networkx as nx
-
-from odfproj.errors import ManifestError, PlanError
-from odfproj.odf import model
-from odfproj.odf.validation import validate_manifest
-from odfproj.odf.yaml_codec import parse_manifest
+from odfproj.errors import ManifestError
 from odfproj.plan.diff import ChainView
-from odfproj.plan.planner import DesiredDataset
+from odfproj.plan.model import Plan
+from odfproj.plan.planner import DesiredDataset, make_plan
 from odfproj.project.config import ProjectConfig
+from odfproj.project.graph import DatasetGraph
+from odfproj.project.manifests import ProjectManifests, load_manifests
+from odfproj.project.selectors import Selection, select
+from odfproj.storage.projection import event_kind
+
+#: The ``info/`` record apply leaves in each dataset it changed; drift is judged against it.
+APPLY_RECORD = "odfproj-apply.json"
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What the user asked to plan: the target, variable overrides and the selection."""
+
+    target: str | None = None
+    vars_override: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    select: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    changed_since: str | None = None
+
+    @property
+    def narrowed(self) -> bool:
+        """True when only part of the project is planned (orphans are then not reported)."""
+        return bool(self.select or self.exclude or self.changed_since)
 
 
 @dataclass(frozen=True)
 class WorkspaceState:
-    views: dict[str, ChainView]
+    """Every dataset of the workspace as the planner sees it, keyed by lower-case name."""
+
+    views: Mapping[str, ChainView]
     names: tuple[str, ...]
 
-
-def load_desired(config: ProjectConfig) -> list[DesiredDataset]:
-    """Every manifest validated and parsed, in topological order; all problems raised at once."""
-    problems: list[str] = []
-    desired: list[DesiredDataset] = []
-    for path in config.manifest_files():
-        rel = str(path.relative_to(config.root))
-        data = path.read_bytes()
-        found = validate_manifest(data, rel)
-        if found:
-            problems.extend(str(p) for p in found)
-            continue
-        snapshot, _ = parse_manifest(data, expected_kind="DatasetSnapshot")
-        desired.append(DesiredDataset(rel, snapshot))
-    if problems:
-        raise ManifestError(problems)
-    return _topological(desired)
+    def known_ids(self) -> dict[str, str]:
+        """``did:odf`` -> dataset name, for resolving inputs given by id."""
+        return {self.views[name.lower()].dataset_id: name for name in self.names}
 
 
-def _topological(desired: list[DesiredDataset]) -> list[DesiredDataset]:
-    by_name = {d.snapshot.name.lower(): d for d in desired}
-    graph = nx.DiGraph()
-    graph.add_nodes_from(by_name)
-    for d in desired:
-        for event in d.snapshot.metadata:
-            if isinstance(event, model.SetTransform):
-                for inp in event.inputs:
-                    ref = inp.dataset_ref.lower()
-                    if ref in by_name:
-                        graph.add_edge(ref, d.snapshot.name.lower())
-    try:
-        order = list(nx.lexicographical_topological_sort(graph))
-    except nx.NetworkXUnfeasible:
-        cycle = " -> ".join(u for u, _ in nx.find_cycle(graph))
-        raise PlanError(f"dependency cycle between datasets: {cycle}") from None
-    return [by_name[n] for n in order]
+@dataclass(frozen=True)
+class ProjectSnapshot:
+    """The project as planned: manifests, graph, selection and workspace, kept for apply and run."""
+
+    config: ProjectConfig
+    workspace: Path
+    manifests: ProjectManifests
+    graph: DatasetGraph
+    selection: Selection
+    state: WorkspaceState
+
+
+def load_project_state(
+    config: ProjectConfig, request: PlanRequest, *, environ: Mapping[str, str] | None = None
+) -> ProjectSnapshot:
+    """Render and validate every manifest, build the graph, select, and read the workspace.
+
+    Raises ``ManifestError`` listing every problem of every manifest (and of the graph) at once.
+    """
+    workspace = config.workspace(request.target)
+    state = load_workspace_state(workspace)
+    manifests = load_manifests(
+        config, vars_override=request.vars_override, target=request.target, environ=environ
+    )
+    manifests.raise_for_problems()
+    graph = DatasetGraph.build(manifests, known_ids=state.known_ids())
+    if graph.problems:
+        raise ManifestError([str(p) for p in graph.problems])
+    selection = select(
+        graph,
+        manifests,
+        select=request.select,
+        exclude=request.exclude,
+        changed_since=request.changed_since,
+    )
+    return ProjectSnapshot(config, workspace, manifests, graph, selection, state)
+
+
+def plan_project(
+    config: ProjectConfig, request: PlanRequest, *, environ: Mapping[str, str] | None = None
+) -> tuple[Plan, ProjectSnapshot]:
+    """The plan for the selected datasets, and the snapshot of the project it was made from."""
+    snapshot = load_project_state(config, request, environ=environ)
+    desired = []
+    for name in snapshot.selection.names:
+        manifest = snapshot.graph.manifest_of(name)
+        if manifest is not None and manifest.snapshot is not None:
+            desired.append(DesiredDataset(manifest.rel_path, manifest.snapshot))
+    orphans: list[str] = []
+    if not request.narrowed:
+        orphans = [n for n in snapshot.state.names if n not in snapshot.manifests.by_name]
+    plan = make_plan(
+        project=config.name,
+        workspace=str(snapshot.workspace),
+        desired=desired,
+        views=snapshot.state.views,
+        orphans=orphans,
+        warnings=snapshot.selection.warnings,
+    )
+    return plan, snapshot
 
 
 def load_workspace_state(root: Path) -> WorkspaceState:
     """Chain projections of every dataset in the workspace; an absent workspace is an empty one."""
     if not (root / "datasets").is_dir():
         return WorkspaceState({}, ())
-    from odfproj.storage.workspace import Workspace  # storage is only needed when datasets exist
+    from odfproj.storage.workspace import Workspace
 
     workspace = Workspace(root)
     views: dict[str, ChainView] = {}
     names = tuple(workspace.list_datasets())
     for name in names:
-        projection = workspace.open(name).projection()
+        dataset = workspace.open(name)
+        projection = dataset.projection()
+        applied = applied_sequence_number(dataset.read_info(APPLY_RECORD))
+        foreign = ()
+        if applied is not None:
+            foreign = tuple(
+                f"{event_kind(d.event)} (block {d.sequence_number})"
+                for d in projection.definition_events
+                if d.sequence_number > applied
+            )
         views[name.lower()] = ChainView(
             dataset_id=projection.dataset_id.as_did_str(),
             kind=projection.kind,
             head=projection.head.to_multibase(),
             has_data=projection.has_data,
             definition_events=tuple(d.event for d in projection.definition_events),
+            foreign_events=foreign,
+            last_offset=projection.last_offset,
+            input_offsets=MappingProxyType(
+                {did.as_did_str(): pos.new_offset for did, pos in projection.inputs.items()}
+            ),
         )
-    return WorkspaceState(views, names)
+    return WorkspaceState(MappingProxyType(views), names)
+
+
+def apply_record(*, sequence_number: int, head: str, manifest: str | None, applied_at: str) -> bytes:
+    """The ``info/`` record apply writes after committing a dataset's definition events."""
+    record = {
+        "format": 1,
+        "sequence_number": sequence_number,
+        "head": head,
+        "manifest": manifest,
+        "applied_at": applied_at,
+    }
+    return (json.dumps(record, indent=2) + "\n").encode()
+
+
+def applied_sequence_number(data: bytes | None) -> int | None:
+    """The sequence number apply left the chain at; a missing or unreadable record means unknown."""
+    if data is None:
+        return None
+    try:
+        value = json.loads(data).get("sequence_number")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and value >= 0 else None

@@ -50,10 +50,10 @@ def resolve(name: str) -> str | None:
     return ROOT_ID if name.lower() == "org.example.root" else None
 
 
-def applied(snap: model.DatasetSnapshot, *, has_data: bool = False, unchanged_since_apply=None) -> ChainView:
+def applied(snap: model.DatasetSnapshot, *, has_data: bool = False) -> ChainView:
     """The chain state an apply of ``snap`` leaves behind."""
     events = tuple(normalise(e, resolve)[0] for e in snap.metadata)
-    return ChainView("did:odf:x", snap.kind, "f1620aa", has_data, events, unchanged_since_apply)
+    return ChainView("did:odf:x", snap.kind, "f1620aa", has_data, events)
 
 
 def test_new_dataset_is_created_with_all_its_events() -> None:
@@ -149,8 +149,21 @@ def test_removed_polling_source_is_disabled() -> None:
 
 def test_chain_changed_behind_the_projects_back_is_drift() -> None:
     snap = snapshot(ROOT)
-    view = applied(snap, unchanged_since_apply=True)
-    tampered = replace(view, definition_events=(*view.definition_events, model.SetInfo(description="hacked")))
+    view = applied(snap)
+    tampered = replace(
+        view,
+        definition_events=(*view.definition_events, model.SetInfo(description="hacked")),
+        foreign_events=("SetInfo (block 4)",),
+    )
     step = diff_dataset(snap, "a.yaml", tampered, resolve)
     assert step.action is Action.DRIFT
     assert step.changes[0].before["description"] == "hacked"
+    assert "SetInfo (block 4)" in step.reasons[0]
+
+
+def test_manifest_edit_without_foreign_events_is_an_update() -> None:
+    snap = snapshot(ROOT)
+    view = replace(
+        applied(snap), definition_events=(*applied(snap).definition_events, model.SetInfo(description="old"))
+    )
+    assert diff_dataset(snap, "a.yaml", view, resolve).action is Action.UPDATE

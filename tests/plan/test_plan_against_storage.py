@@ -7,16 +7,14 @@ import shutil
 from odfproj.odf import model
 from odfproj.odf.yaml_codec import from_data
 from odfproj.plan.model import Action
-from odfproj.plan.planner import make_plan
-from odfproj.plan.sources import load_desired, load_workspace_state
+from odfproj.plan.sources import PlanRequest, plan_project
 from odfproj.project.config import load_project
 from odfproj.storage.workspace import Workspace
 from tests.conftest import REPO_DIR
 
 
 def _plan(config):
-    state = load_workspace_state(config.workspace())
-    return make_plan(project="t", workspace="w", desired=load_desired(config), views=state.views)
+    return plan_project(config, PlanRequest())[0]
 
 
 def _apply_by_hand(config, plan) -> None:

@@ -1,0 +1,93 @@
+"""``odfproj apply [PLANFILE]``: append the metadata events a plan lists, under the workspace lock."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from odfproj.cli.options import (
+    ChangedSinceOption,
+    ExcludeOption,
+    ProjectOption,
+    SelectOption,
+    TargetOption,
+    VarOption,
+    plan_request,
+)
+from odfproj.errors import PlanError
+from odfproj.plan.planfile import read_plan_file
+from odfproj.plan.render import render_text
+from odfproj.plan.sources import plan_project
+from odfproj.project.config import load_project
+from odfproj.run.apply import AppliedStep, apply_plan, check_plan
+from odfproj.storage.workspace import Workspace
+
+
+def apply(
+    plan_file: Path | None = typer.Argument(
+        None, help="A plan saved by `odfproj plan --out FILE`; applied exactly, without a prompt."
+    ),
+    project: Path | None = ProjectOption,
+    target: str | None = TargetOption,
+    select: list[str] | None = SelectOption,
+    exclude: list[str] | None = ExcludeOption,
+    changed_since: str | None = ChangedSinceOption,
+    variables: list[str] | None = VarOption,
+    auto_approve: bool = typer.Option(
+        False, "--auto-approve", "-y", help="Apply without asking (for CI). Needed when stdin is not a TTY."
+    ),
+    lock_timeout: float | None = typer.Option(
+        None,
+        "--lock-timeout",
+        help="Seconds to wait for another apply to finish (default: fail at once naming it).",
+    ),
+) -> None:
+    """Make the workspace match the manifests: create datasets and append changed definition events.
+
+    Without PLANFILE, plans first (the same plan `odfproj plan` shows) and asks for confirmation.
+    With PLANFILE, applies exactly that plan and refuses it, naming the dataset, if any dataset's head
+    moved since it was made. Datasets are handled in dependency order, each in one atomic commit;
+    refused changes stop the apply before anything is written. Applying twice changes nothing.
+    """
+    config = load_project(project)
+    workspace = Workspace(config.workspace(target))
+    with workspace.lock(purpose="odfproj apply", timeout=lock_timeout):
+        if plan_file is not None:
+            if select or exclude or changed_since or variables:
+                raise PlanError(
+                    "a saved plan is applied as it is: drop --select/--exclude/--changed-since/--var"
+                )
+            plan = read_plan_file(plan_file)
+            if Path(plan.workspace).resolve() != workspace.root.resolve():
+                raise PlanError(f"{plan_file} was made for workspace {plan.workspace}, not {workspace.root}")
+            check_plan(plan, workspace)
+        else:
+            plan, _ = plan_project(config, plan_request(target, select, exclude, changed_since, variables))
+            typer.echo(render_text(plan), nl=False)
+            if plan.has_refusals:
+                raise typer.Exit(1)
+            if not plan.has_changes:
+                return
+            if not auto_approve:
+                _confirm()
+        if not plan.has_changes:
+            typer.echo("No changes. The workspace matches the plan.")
+            return
+        result = apply_plan(plan, workspace, on_step=_report)
+    typer.echo(result.summary())
+
+
+def _confirm() -> None:
+    if not sys.stdin.isatty():
+        raise PlanError("apply needs confirmation: rerun with --auto-approve (stdin is not a terminal)")
+    typer.echo("")
+    if not typer.confirm("Apply these changes?", default=False):
+        typer.echo("Apply cancelled; nothing was changed.")
+        raise typer.Exit(1)
+
+
+def _report(step: AppliedStep) -> None:
+    if step.events:
+        typer.echo(f"{step.action.symbol} {step.dataset}: {', '.join(step.events)} -> {step.head[:20]}…")

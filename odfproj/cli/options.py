@@ -1,0 +1,75 @@
+"""Options shared by the commands that work on a project's datasets (plan, apply, run, watch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import typer
+import yaml
+
+from odfproj.errors import OdfprojError
+from odfproj.plan.sources import PlanRequest
+from odfproj.project.config import load_project
+from odfproj.storage.workspace import Workspace
+
+PROJECT_HELP = "Project folder (default: found by walking up from the current folder)."
+WORKSPACE_HELP = "Workspace folder (default: the project's, usually .odf/ in the project)."
+
+ProjectOption = typer.Option(None, "--project", help=PROJECT_HELP)
+TargetOption = typer.Option(None, "--target", "-t", help="Target from odfproj.yaml (default: its default).")
+SelectOption = typer.Option(
+    None,
+    "--select",
+    "-s",
+    help="Datasets to work on: NAME, +NAME (with upstream), NAME+ (with downstream), path:GLOB, "
+    "tag:KEYWORD; repeat or separate with spaces. Default: all.",
+)
+ExcludeOption = typer.Option(None, "--exclude", help="Datasets to leave out (same grammar as --select).")
+ChangedSinceOption = typer.Option(
+    None,
+    "--changed-since",
+    help="Only manifests whose rendered text differs from git revision REF, plus their downstream.",
+    metavar="REF",
+)
+VarOption = typer.Option(
+    None, "--var", help="Override a project var: KEY=VALUE (VALUE is read as YAML). Repeatable."
+)
+
+
+def parse_vars(items: list[str] | None) -> dict[str, Any]:
+    """``--var KEY=VALUE`` pairs; values are YAML so ``--var n=3`` is a number, like dbt's --vars."""
+    out: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise OdfprojError(f"--var {item!r}: expected KEY=VALUE")
+        try:
+            out[key.strip()] = yaml.safe_load(value) if value else ""
+        except yaml.YAMLError:
+            out[key.strip()] = value
+    return out
+
+
+def plan_request(
+    target: str | None,
+    select: list[str] | None,
+    exclude: list[str] | None,
+    changed_since: str | None,
+    variables: list[str] | None,
+) -> PlanRequest:
+    return PlanRequest(
+        target=target,
+        vars_override=MappingProxyType(parse_vars(variables)),
+        select=tuple(select or ()),
+        exclude=tuple(exclude or ()),
+        changed_since=changed_since,
+    )
+
+
+def resolve_workspace(workspace: Path | None, project: Path | None, target: str | None = None) -> Workspace:
+    """``--workspace`` if given, else the project's workspace for ``target``."""
+    if workspace is not None:
+        return Workspace(workspace)
+    return Workspace(load_project(project).workspace(target))

@@ -1,0 +1,111 @@
+"""Plans as JSON: the ``--format json`` output and the file ``plan --out`` saves for ``apply FILE``.
+
+One form for both, documented by ``schemas/plan.schema.json``. A saved plan is pinned to the head of
+every dataset it was made against (``expected_head``), so applying it later does exactly what was
+reviewed or nothing at all.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from odfproj import __version__
+from odfproj.errors import PlanError
+from odfproj.plan.model import PLAN_FORMAT_VERSION, Action, EventChange, Plan, PlanStep
+
+
+def plan_to_data(plan: Plan) -> dict[str, Any]:
+    """The plan as JSON-ready data (lists, not tuples), in the form the schema documents."""
+    data = _jsonable(asdict(plan))
+    data["odfproj_version"] = __version__
+    data["counts"] = {a.value: plan.count(a) for a in Action}
+    data["summary"] = plan.summary()
+    return data
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Action):
+        return value.value
+    return value
+
+
+def plan_to_json(plan: Plan) -> str:
+    return json.dumps(plan_to_data(plan), indent=2) + "\n"
+
+
+@cache
+def plan_schema() -> dict[str, Any]:
+    path = resources.files("odfproj") / "resources" / "schemas" / "plan.schema.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def plan_from_data(data: Any, source: str = "plan") -> Plan:
+    """Rebuild a plan from its JSON form; anything that does not follow the schema is a PlanError."""
+    if isinstance(data, dict) and data.get("format_version") != PLAN_FORMAT_VERSION:
+        raise PlanError(
+            f"{source}: plan format version {data.get('format_version')!r} is not supported "
+            f"(this odfproj writes and reads version {PLAN_FORMAT_VERSION}); make the plan again"
+        )
+    errors = sorted(jsonschema.Draft202012Validator(plan_schema()).iter_errors(data), key=lambda e: e.path)
+    if errors:
+        first = errors[0]
+        where = "/".join(str(p) for p in first.absolute_path) or "(top)"
+        message = first.message if len(first.message) <= 160 else first.message[:157] + "..."
+        raise PlanError(f"{source}: not a valid plan file: at {where}: {message}")
+    steps = tuple(
+        PlanStep(
+            dataset=s["dataset"],
+            action=Action(s["action"]),
+            manifest=s["manifest"],
+            kind=s["kind"],
+            changes=tuple(
+                EventChange(c["key"], c["kind"], c["before"], c["after"], c["event"], tuple(c["notes"]))
+                for c in s["changes"]
+            ),
+            reasons=tuple(s["reasons"]),
+            expected_head=s["expected_head"],
+            pending_inputs=tuple(s["pending_inputs"]),
+            data_work=tuple(s["data_work"]),
+        )
+        for s in data["steps"]
+    )
+    return Plan(
+        project=data["project"],
+        workspace=data["workspace"],
+        steps=steps,
+        warnings=tuple(data["warnings"]),
+        created_at=data["created_at"],
+        format_version=data["format_version"],
+    )
+
+
+def write_plan_file(plan: Plan, path: Path) -> None:
+    try:
+        path.write_text(plan_to_json(plan), encoding="utf-8")
+    except OSError as e:
+        raise PlanError(f"cannot write plan file {path}: {e.strerror}") from None
+
+
+def read_plan_file(path: Path) -> Plan:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PlanError(f"plan file {path} not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise PlanError(f"cannot read plan file {path}: {e}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise PlanError(f"{path}: not a plan file (invalid JSON: {e})") from None
+    return plan_from_data(data, str(path))

@@ -1,0 +1,151 @@
+"""Apply a plan: append exactly the events the plan lists, dataset by dataset, in topological order.
+
+Apply walks the same ``Plan`` the reviewer read, so what runs can never drift from what was shown.
+The caller holds the workspace lock for the whole apply (two applies never interleave). Each dataset
+is one atomic commit; a failure stops the apply with every dataset either untouched or fully
+updated, and running it again finishes the job (apply is idempotent: an applied plan replans to
+"no changes").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from odfproj.errors import PlanError
+from odfproj.odf import model
+from odfproj.odf.multiformats import Multihash
+from odfproj.odf.yaml_codec import from_data
+from odfproj.plan.model import Action, Plan, PlanStep
+from odfproj.plan.sources import APPLY_RECORD, applied_sequence_number, apply_record
+from odfproj.storage.dataset import Dataset
+from odfproj.storage.errors import DatasetNotFoundError
+from odfproj.storage.workspace import Workspace
+
+
+class StalePlanError(PlanError):
+    """The workspace changed since the plan was made; the plan must be made again."""
+
+
+@dataclass(frozen=True)
+class AppliedStep:
+    dataset: str
+    action: Action
+    events: tuple[str, ...]
+    head: str
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    steps: tuple[AppliedStep, ...]
+
+    @property
+    def changed(self) -> tuple[AppliedStep, ...]:
+        return tuple(s for s in self.steps if s.events)
+
+    def summary(self) -> str:
+        created = sum(1 for s in self.steps if s.action is Action.CREATE)
+        updated = sum(1 for s in self.steps if s.action in (Action.UPDATE, Action.DRIFT))
+        blocks = sum(len(s.events) for s in self.steps)
+        return f"Apply complete: {created} created, {updated} updated, {blocks} block(s) appended."
+
+
+def check_plan(plan: Plan, workspace: Workspace) -> None:
+    """Refuse a plan with refused steps, or one whose datasets moved since it was made."""
+    refused = [s for s in plan.steps if s.action is Action.REFUSED]
+    if refused:
+        first = refused[0]
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        raise PlanError(
+            f"the plan has refused changes; nothing was applied: {first.dataset}: "
+            f"{'; '.join(first.reasons)}{more}"
+        )
+    for step in plan.steps:
+        current = _current_head(workspace, step.dataset)
+        if current != step.expected_head:
+            if step.expected_head is None:
+                why = "was created"
+            elif current is None:
+                why = "was deleted"
+            else:
+                why = f"moved from {step.expected_head[:16]}… to {current[:16]}…"
+            raise StalePlanError(
+                f"dataset {step.dataset} {why} since the plan was made; nothing was applied: "
+                "run odfproj plan again"
+            )
+
+
+def apply_plan(
+    plan: Plan,
+    workspace: Workspace,
+    *,
+    on_step: Callable[[AppliedStep], None] | None = None,
+    system_time: datetime | None = None,
+) -> ApplyResult:
+    """Apply ``plan`` to ``workspace``; the caller holds ``workspace.lock()``."""
+    check_plan(plan, workspace)
+    now = system_time or datetime.now(UTC)
+    applied: list[AppliedStep] = []
+    for step in plan.steps:
+        if step.action in (Action.ORPHAN, Action.REFUSED):
+            continue
+        result = _apply_step(step, workspace, now)
+        applied.append(result)
+        if on_step is not None:
+            on_step(result)
+    return ApplyResult(tuple(applied))
+
+
+def _apply_step(step: PlanStep, workspace: Workspace, now: datetime) -> AppliedStep:
+    events = [
+        _resolve_inputs(from_data("MetadataEvent", c.event), workspace) for c in step.changes if c.event
+    ]
+    kinds = tuple(type(e).__name__ for e in events)
+    if step.action is Action.CREATE:
+        kind = model.DatasetKind[step.kind or "Root"]
+        dataset = workspace.create(step.dataset, kind, events=events, system_time=now)
+    else:
+        dataset = workspace.open(step.dataset)
+        if events:
+            expected = Multihash.from_multibase(step.expected_head) if step.expected_head else None
+            dataset.append(events, expected_head=expected, system_time=now)
+    projection = dataset.projection()
+    _record_apply(dataset, step, projection.sequence_number, projection.head.to_multibase(), now)
+    return AppliedStep(step.dataset, step.action, kinds, projection.head.to_multibase())
+
+
+def _record_apply(dataset: Dataset, step: PlanStep, sequence_number: int, head: str, now: datetime) -> None:
+    """Remember where apply left the chain, so later definition events show up as drift."""
+    record = apply_record(
+        sequence_number=sequence_number,
+        head=head,
+        manifest=step.manifest,
+        applied_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )
+    if applied_sequence_number(dataset.read_info(APPLY_RECORD)) != sequence_number:
+        dataset.write_info(APPLY_RECORD, record)
+
+
+def _resolve_inputs(event: Any, workspace: Workspace) -> Any:
+    """Inputs named by datasets that this apply created now get their ids (the chain stores ids)."""
+    if not isinstance(event, model.SetTransform):
+        return event
+    inputs = []
+    for inp in event.inputs:
+        ref = inp.dataset_ref
+        if not ref.startswith("did:"):
+            try:
+                ref = workspace.open(ref).dataset_id.as_did_str()
+            except DatasetNotFoundError:
+                raise PlanError(f"input {inp.dataset_ref!r} does not exist in the workspace") from None
+        inputs.append(replace(inp, dataset_ref=ref))
+    return replace(event, inputs=tuple(inputs))
+
+
+def _current_head(workspace: Workspace, name: str) -> str | None:
+    if not workspace.exists(name):
+        return None
+    head = workspace.open(name).head()
+    return head.to_multibase() if head is not None else None
