@@ -128,6 +128,16 @@ _ManifestLoader.yaml_implicit_resolvers = {
 }
 _ManifestLoader.add_constructor(_TIMESTAMP_TAG, yaml.SafeLoader.construct_yaml_str)
 
+if getattr(yaml, "__with_libyaml__", False):
+
+    class _FastManifestLoader(yaml.CSafeLoader):
+        """The same loader over libyaml's parser: about 10x faster on valid documents."""
+
+    _FastManifestLoader.yaml_implicit_resolvers = _ManifestLoader.yaml_implicit_resolvers
+    _FastManifestLoader.add_constructor(_TIMESTAMP_TAG, yaml.SafeLoader.construct_yaml_str)
+else:  # pragma: no cover - PyPI wheels of PyYAML ship libyaml
+    _FastManifestLoader = None  # type: ignore[assignment,misc]
+
 
 def _position(mark: Mark) -> Position:
     return (mark.line + 1, mark.column + 1)
@@ -295,7 +305,18 @@ def _is_empty(node: Node | None) -> bool:
     return node is None or (isinstance(node, ScalarNode) and node.tag == _NULL_TAG and node.value == "")
 
 
-def _compose(text: str, filename: str) -> tuple[Node | None, _ManifestLoader | None, Problem | None]:
+def _compose(text: str, filename: str) -> tuple[Node | None, Any, Problem | None]:
+    """Compose with libyaml when it can; anything it rejects is composed again by the pure-Python
+    parser, whose error messages and positions the problems are written for."""
+    if _FastManifestLoader is not None and not yaml.reader.Reader.NON_PRINTABLE.search(text):
+        try:
+            fast = _FastManifestLoader(text)
+            try:
+                return fast.get_single_node(), fast, None
+            finally:
+                fast.dispose()
+        except (yaml.YAMLError, RecursionError):
+            pass
     try:
         loader = _ManifestLoader(text)  # the reader rejects non-printable characters right here
         try:

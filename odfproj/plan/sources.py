@@ -127,7 +127,7 @@ def load_workspace_state(root: Path) -> WorkspaceState:
     views: dict[str, ChainView] = {}
     names = tuple(workspace.list_datasets())
     for name in names:
-        dataset = workspace.open(name)
+        dataset = workspace.open(name, recover=False)
         projection = dataset.projection()
         applied = applied_sequence_number(dataset.read_info(APPLY_RECORD))
         foreign = ()

@@ -77,12 +77,20 @@ class ProjectConfig:
             raise ProjectError(f"{self.config_path}: unknown target {name!r} (defined: {known})") from None
 
     def manifest_files(self) -> list[Path]:
-        """Every manifest matched by the project's globs, sorted, workspace excluded."""
-        workspace = self.workspace()
+        """Every manifest matched by the project's globs, sorted.
+
+        The workspace, ``macros/`` and odfproj.yaml itself are excluded: a ``**/*.yaml`` glob
+        would otherwise pick them up.
+        """
+        excluded_dirs = (self.workspace(), self.macro_dir.resolve())
+        config_file = self.config_path.resolve()
         found: set[Path] = set()
         for pattern in self.manifest_globs:
             for path in self.root.glob(pattern):
-                if path.is_file() and workspace not in path.resolve().parents:
+                if not path.is_file():
+                    continue
+                resolved = path.resolve()
+                if resolved != config_file and not any(d in resolved.parents for d in excluded_dirs):
                     found.add(path)
         return sorted(found)
 

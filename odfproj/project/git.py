@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
-import git
+if TYPE_CHECKING:
+    import git
 
 from odfproj.errors import OdfprojError
 
@@ -95,6 +97,8 @@ class GitRepository:
             return cached
         if not ref or ref.startswith("-") or any(c.isspace() or c == "\0" for c in ref):
             raise GitError(f"unknown git revision {ref!r}")
+        import git  # GitPython runs `git --version` on import: only pay for it when git is used
+
         try:
             sha = self._repo.git.rev_parse("--verify", "--quiet", f"{ref}^{{commit}}")
         except git.GitCommandError:
@@ -111,6 +115,8 @@ class GitRepository:
 
 def find_repo(path: Path) -> GitRepository | None:
     """The repository whose working tree contains ``path``, or None (no repository, or a bare one)."""
+    import git
+
     try:
         repo = git.Repo(path, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):

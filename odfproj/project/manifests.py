@@ -11,7 +11,12 @@ template that expands to several lines shifts the lines below it.
 
 from __future__ import annotations
 
+import multiprocessing as mp
+import os
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +25,7 @@ from odfproj.errors import InvalidValueError, ManifestError
 from odfproj.odf.model import DatasetSnapshot
 from odfproj.odf.refs import DatasetAlias
 from odfproj.odf.validation import check_manifest
-from odfproj.odf.yaml_codec import parse_manifest
+from odfproj.odf.yaml_codec import manifest_from_data
 from odfproj.odf.yaml_source import Path as DocPath
 from odfproj.odf.yaml_source import Problem, SourceMap, load_yaml_document
 from odfproj.project.config import ProjectConfig
@@ -137,10 +142,8 @@ def load_manifests(
     """
     context = RenderContext.for_project(config, vars_override=vars_override, target=target, environ=environ)
     renderer = Renderer(context)
-    loaded = tuple(
-        load_manifest(path, _rel_path(path, config.root), renderer) for path in _manifest_paths(config, files)
-    )
-    loaded = tuple(sorted(loaded, key=lambda m: m.rel_path))
+    jobs = [(path, _rel_path(path, config.root)) for path in _manifest_paths(config, files)]
+    loaded = tuple(sorted(_load_all(jobs, renderer), key=lambda m: m.rel_path))
     problems = [*renderer.problems]
     for manifest in loaded:
         problems.extend(manifest.problems)
@@ -152,6 +155,45 @@ def load_manifests(
         by_name=ManifestsByName(loaded),
         renderer=renderer,
     )
+
+
+#: Below this many manifests, starting worker processes costs more than it saves.
+PARALLEL_MIN_MANIFESTS = 200
+
+# The renderer a forked worker inherits from its parent (set just before the pool starts).
+_WORKER_RENDERER: Renderer | None = None
+
+
+def _load_all(jobs: Sequence[tuple[Path, str]], renderer: Renderer) -> list[LoadedManifest]:
+    """Load every manifest; large projects on several cores are split over forked workers.
+
+    Rendering, YAML and JSON Schema validation are pure Python and hold the GIL, so threads would
+    not help; fork shares the already-built renderer (macros compiled once) without pickling it.
+    """
+    workers = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1, 4)
+    serial = (
+        len(jobs) < PARALLEL_MIN_MANIFESTS
+        or workers < 2
+        or "fork" not in mp.get_all_start_methods()
+        or threading.active_count() > 1  # forking a threaded process (a warm JVM in watch) can deadlock
+    )
+    if serial:
+        return [load_manifest(path, rel, renderer) for path, rel in jobs]
+    global _WORKER_RENDERER
+    _WORKER_RENDERER = renderer
+    try:
+        chunk = -(-len(jobs) // (workers * 4))
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+            return list(pool.map(_load_in_worker, jobs, chunksize=chunk))
+    except (OSError, BrokenProcessPool):  # no fork allowed here (sandbox, limits): do it serially
+        return [load_manifest(path, rel, renderer) for path, rel in jobs]
+    finally:
+        _WORKER_RENDERER = None
+
+
+def _load_in_worker(job: tuple[Path, str]) -> LoadedManifest:
+    assert _WORKER_RENDERER is not None
+    return load_manifest(job[0], job[1], _WORKER_RENDERER)
 
 
 def load_manifest(path: Path, rel_path: str, renderer: Renderer) -> LoadedManifest:
@@ -182,7 +224,7 @@ def build_manifest(path: Path, rel_path: str, source: str, renderer: Renderer) -
     problems = list(checked.problems)
     snapshot = None
     if not any(p.severity == "error" for p in problems):
-        snapshot, problem = _parse(text, rel_path)
+        snapshot, problem = _parse(checked.document, rel_path)
         if problem is not None:
             problems.append(problem)
     return LoadedManifest(
@@ -197,10 +239,13 @@ def build_manifest(path: Path, rel_path: str, source: str, renderer: Renderer) -
     )
 
 
-def _parse(text: str, rel_path: str) -> tuple[DatasetSnapshot | None, Problem | None]:
-    """Validation passed, so parsing should too; if the two ever disagree, report it, don't crash."""
+def _parse(document: Any, rel_path: str) -> tuple[DatasetSnapshot | None, Problem | None]:
+    """Validation passed, so parsing should too; if the two ever disagree, report it, don't crash.
+
+    Builds the model from the document validation already loaded: YAML is parsed once per file.
+    """
     try:
-        snapshot, _ = parse_manifest(text, expected_kind="DatasetSnapshot")
+        snapshot, _ = manifest_from_data(document, expected_kind="DatasetSnapshot")
     except (InvalidValueError, ValueError) as e:
         return None, Problem(rel_path, 1, 1, str(e))
     return snapshot, None
@@ -239,20 +284,16 @@ def _duplicate_problems(manifests: Sequence[LoadedManifest]) -> list[Problem]:
 def _manifest_paths(config: ProjectConfig, files: Sequence[Path] | None) -> list[Path]:
     """The given files (relative ones are relative to the project root), or every discovered manifest.
 
-    Discovery skips odfproj.yaml and ``macros/``, which a ``**/*.yaml`` glob would otherwise pick up.
+    Discovery (``ProjectConfig.manifest_files``) skips odfproj.yaml, ``macros/`` and the workspace.
     """
     if files is not None:
         return [path if path.is_absolute() else config.root / path for path in files]
-    macro_dir = config.macro_dir.resolve()
-    config_file = config.config_path.resolve()
-    return [
-        p
-        for p in config.manifest_files()
-        if macro_dir not in p.resolve().parents and p.resolve() != config_file
-    ]
+    return config.manifest_files()
 
 
 def _rel_path(path: Path, root: Path) -> str:
+    if path.is_relative_to(root) and ".." not in path.parts:
+        return path.relative_to(root).as_posix()  # the common case, without touching the disk
     try:
         return path.resolve().relative_to(root.resolve()).as_posix()
     except ValueError:

@@ -86,6 +86,9 @@ class Workspace:
         return sorted((p.name for p in self._dataset_dirs()), key=lambda n: (n.lower(), n))
 
     def _find(self, name: str) -> Path | None:
+        exact = self.datasets_dir / name
+        if not name.startswith(".") and "/" not in name and (exact / "refs" / HEAD_REF).is_file():
+            return exact  # the name as spelled on disk: no need to scan the whole folder
         key = name.lower()
         for path in self._dataset_dirs():
             if path.name.lower() == key:
@@ -95,13 +98,18 @@ class Workspace:
     def exists(self, name: str) -> bool:
         return self._find(name) is not None
 
-    def open(self, name: str) -> Dataset:
-        """Open a dataset by name (case-insensitive), cleaning up after an interrupted commit."""
+    def open(self, name: str, *, recover: bool = True) -> Dataset:
+        """Open a dataset by name (case-insensitive), cleaning up after an interrupted commit.
+
+        ``recover=False`` opens it strictly read-only (plan must not write): leftovers of an
+        interrupted commit are invisible to readers anyway, since the head never points at them.
+        """
         path = self._find(name)
         if path is None:
             raise DatasetNotFoundError(f"dataset {name!r} not found in workspace {self.root}")
         dataset = Dataset(path.name, path)
-        dataset.recover()
+        if recover:
+            dataset.recover()
         return dataset
 
     # --- creating and deleting ----------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -137,3 +138,28 @@ def test_unreadable_bytes_and_broken_macros_are_problems(make_project: MakeProje
 def test_missing_file_is_a_problem(project: ProjectConfig) -> None:
     loaded = load_manifests(project, files=[Path("datasets/nope.yaml")])
     assert [str(p) for p in loaded.problems] == ["datasets/nope.yaml:1:1: no such file"]
+
+
+def test_parallel_loading_gives_the_same_result_as_serial(
+    project: ProjectConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Large projects are loaded by forked workers; what they return must equal a serial load."""
+    import odfproj.project.manifests as manifests_module
+
+    broken = project.root / "datasets" / "zz-broken.yaml"
+    broken.write_text("kind: DatasetSnapshot\nversion: 1\ncontent:\n  name: {{ var('nope') }}\n")
+    serial = load_manifests(project)
+    monkeypatch.setattr(manifests_module, "PARALLEL_MIN_MANIFESTS", 1)
+    pools = []
+
+    class CountingPool(manifests_module.ProcessPoolExecutor):
+        def __init__(self, *args, **kwargs) -> None:
+            pools.append(args)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(manifests_module, "ProcessPoolExecutor", CountingPool)
+    parallel = load_manifests(project)
+    if len(os.sched_getaffinity(0)) > 1:
+        assert pools, "the parallel path was not taken"
+    assert parallel.manifests == serial.manifests
+    assert parallel.problems == serial.problems and parallel.problems
