@@ -71,8 +71,25 @@ def create_spark_session(settings: SparkSettings) -> SparkSession:
             f"could not start Spark (master {settings.master}): {_first_line(e)}; "
             "is Java 17+ installed or JAVA_HOME set? (./dev installs a JRE when none is found)"
         ) from None
-    session.sparkContext.setLogLevel("WARN" if settings.verbose else "ERROR")
+    # Failures reach the user as one-line EngineErrors; Spark's own ERROR logs would repeat them
+    # with Java stack traces, so they are shown only with -v.
+    session.sparkContext.setLogLevel("WARN" if settings.verbose else "FATAL")
+    _quiet_python_loggers(settings.verbose)
     return session
+
+
+#: PySpark 4 loggers that print a JSON traceback for every analysis error, before raising it.
+_NOISY_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+def _quiet_python_loggers(verbose: bool) -> None:
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    for name in _NOISY_LOGGERS:
+        # Created through PySparkLogger so that its keyword-taking methods keep working.
+        PySparkLogger.getLogger(name).setLevel(logging.WARNING if verbose else logging.CRITICAL)
 
 
 class SparkSessionHolder:

@@ -1,0 +1,533 @@
+"""The Spark implementation of the engine contract, and the Spark error translation the ingest reader shares.
+
+Design points, each one a reason for code below:
+
+- The session comes from a ``SparkSessionHolder`` and is asked for only when an operation runs, so building
+  a ``SparkEngine`` starts no JVM.
+- Every operation runs in its own child session (``SparkSession.newSession()``): same SparkContext and
+  cache, but its own temporary views. Query aliases (``input``, an input dataset's alias, a step's alias)
+  therefore never leak between calls or collide between threads. A DataFrame from the parent session is
+  handed to the child through a uniquely named global temporary view that is dropped at once; the child's
+  own views are dropped when the operation ends (the returned DataFrame keeps its analysed plan).
+- A query step must parse as a *query* (``ParserInterface.parseQuery``): statements such as ``DROP``,
+  ``SET``, ``ADD JAR`` or ``CREATE FUNCTION`` would run eagerly inside ``spark.sql`` and are refused
+  before they get there.
+- After analysis, the plan is asked whether it is deterministic, and its expression classes are checked
+  against a deny-list that also names the culprit: functions Spark thinks deterministic but that read the
+  clock or the environment (``current_timestamp``), and those that reach the JVM, files or a shell
+  (``reflect``, ``input_file_name``, ``TRANSFORM ... USING``). ``runSQLOnFiles`` is off in the session.
+- Spark errors become one-line ``EngineError``/``InvalidQueryError`` messages: the error class and first
+  line, without SQLSTATE and without the Java stack trace.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+import traceback
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from odfproj.engine.contract import (
+    InvalidQueryError,
+    ValidateQueryRequest,
+    ValidateQueryResponse,
+    ValidateQueryResponseInternalError,
+    ValidateQueryResponseInvalidQuery,
+    ValidateQueryResponseSuccess,
+)
+from odfproj.engine.session import SparkSessionHolder
+from odfproj.engine.types import arrow_schema_from_spark, spark_schema_from_arrow
+from odfproj.errors import EngineError
+from odfproj.odf import data_schema, model
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+#: The view name a preprocess query reads its input from (spec: ingest preprocess step).
+INPUT_VIEW = "input"
+
+#: Analysed-plan node classes that are refused, with the name the user wrote. Spark marks some of these
+#: deterministic (they are folded to a constant per query), which is why a deny-list is needed as well.
+FORBIDDEN_NODES: Mapping[str, str] = {
+    "Rand": "rand",
+    "Randn": "randn",
+    "Uuid": "uuid",
+    "Shuffle": "shuffle",
+    "Randstr": "randstr",
+    "Uniform": "uniform",
+    "CurrentTimestamp": "current_timestamp",
+    "Now": "now",
+    "CurrentDate": "current_date",
+    "LocalTimestamp": "localtimestamp",
+    "CurrentUser": "current_user",
+    "MonotonicallyIncreasingID": "monotonically_increasing_id",
+    "SparkPartitionID": "spark_partition_id",
+    "InputFileName": "input_file_name",
+    "InputFileBlockStart": "input_file_block_start",
+    "InputFileBlockLength": "input_file_block_length",
+    "TryReflect": "try_reflect",
+    "CallMethodViaReflection": "reflect/java_method",
+    "ScriptTransformation": "TRANSFORM ... USING (external script)",
+}
+_WHY_FORBIDDEN = {
+    "CallMethodViaReflection": "it calls into the JVM",
+    "TryReflect": "it calls into the JVM",
+    "ScriptTransformation": "it runs an external program",
+    "InputFileName": "it depends on where the data is stored",
+    "InputFileBlockStart": "it depends on where the data is stored",
+    "InputFileBlockLength": "it depends on where the data is stored",
+}
+
+_CLASS_RE = re.compile(r'"class":"([A-Za-z0-9_.$]+)"')
+_SQLSTATE_RE = re.compile(r"\s*SQLSTATE: [0-9A-Z]+")
+_LINE_POS_RE = re.compile(r";?\s*\(?line (\d+),? pos (\d+)\)?;?\s*$")
+_FAILED_READ_RE = re.compile(r"Encountered error while reading file (\S+?)\.?\s+(?:SQLSTATE|$)")
+_USER_RAISED = "[USER_RAISED_EXCEPTION]"
+
+
+# --- error translation ----------------------------------------------------------------------------------
+
+
+def _clean(line: str) -> str:
+    """One line of a Spark message without SQLSTATE, with ``(line N, pos M)`` in one spelling."""
+    text = _SQLSTATE_RE.sub("", line.strip())
+    match = _LINE_POS_RE.search(text)
+    if match:
+        text = f"{text[: match.start()].rstrip(' ;')} (line {match.group(1)}, pos {match.group(2)})"
+    return text.strip()
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return _clean(line)
+    return ""
+
+
+def _java_throwable(error: BaseException) -> object | None:
+    return getattr(error, "java_exception", None) or getattr(error, "_origin", None)
+
+
+def _java_chain(error: BaseException) -> list[str]:
+    """First lines of a Java exception and its causes, outermost first."""
+    throwable = _java_throwable(error)
+    lines: list[str] = []
+    seen = 0
+    while throwable is not None and seen < 16:
+        seen += 1
+        try:
+            message = throwable.getMessage()
+            name = throwable.getClass().getSimpleName()
+            cause = throwable.getCause()
+        except Exception:  # the gateway is gone; fall back to the Python text
+            break
+        text = _first_line(str(message)) if message is not None else ""
+        if not text.startswith("[") and name not in ("SparkException", "Py4JJavaError"):
+            text = f"{name}: {text}" if text else name
+        if text:
+            lines.append(text)
+        throwable = cause
+    return lines
+
+
+@dataclass(frozen=True)
+class SparkFailure:
+    """What went wrong in Spark, reduced to what a user needs: the message and, when known, the file."""
+
+    message: str
+    file: str | None = None
+    user_raised: bool = False
+
+
+def describe_spark_error(error: BaseException) -> SparkFailure:
+    """Reduce a PySpark/Py4J exception to one line (error class + message, causes joined by ``: ``)."""
+    chain = _java_chain(error)
+    if not chain:
+        getter = getattr(error, "getMessage", None)
+        text = getter() if callable(getter) else str(error)
+        chain = [_first_line(str(text)) or type(error).__name__]
+    file: str | None = None
+    kept: list[str] = []
+    for line in chain:
+        match = _FAILED_READ_RE.search(line)
+        if match:
+            file = _local_path(match.group(1))
+            continue
+        if line.startswith(_USER_RAISED):
+            return SparkFailure(line[len(_USER_RAISED) :].strip(), file, user_raised=True)
+        if line not in kept:
+            kept.append(line)
+    # The outermost line says what Spark was doing, the innermost why; the middle is usually noise.
+    message = kept[0] if len(kept) == 1 else f"{kept[-2].rstrip('.')}: {kept[-1]}" if len(kept) > 1 else ""
+    return SparkFailure(message or type(error).__name__, file)
+
+
+def _local_path(uri: str) -> str:
+    for prefix in ("file://", "file:"):
+        if uri.startswith(prefix):
+            return uri[len(prefix) :]
+    return uri
+
+
+def is_spark_error(error: BaseException) -> bool:
+    """Whether ``error`` came from Spark or the JVM (as opposed to a bug in our own Python)."""
+    module = type(error).__module__
+    return module.startswith(("pyspark", "py4j"))
+
+
+@contextmanager
+def translating_errors(what: str, error_type: type[EngineError] = EngineError) -> Iterator[None]:
+    """Run Spark actions, turning Spark exceptions into ``error_type(f"{what}: <one line>")``."""
+    try:
+        yield
+    except EngineError:
+        raise
+    except Exception as e:
+        if not is_spark_error(e):
+            raise
+        failure = describe_spark_error(e)
+        raise error_type(f"{what}: {failure.message}") from None
+
+
+# --- query checking -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Step:
+    query: str
+    alias: str | None
+
+
+def _steps(transform: model.TransformSql) -> list[_Step]:
+    """The transform's queries in order; ``query`` is the one-step shorthand of ``queries``."""
+    if transform.query is not None and transform.queries:
+        raise InvalidQueryError("a Sql transform sets both `query` and `queries`; set only one")
+    if transform.query is not None:
+        return [_Step(transform.query, None)]
+    if not transform.queries:
+        raise InvalidQueryError("a Sql transform needs `query` or `queries`")
+    steps = [_Step(q.query, q.alias) for q in transform.queries]
+    for i, step in enumerate(steps[:-1], start=1):
+        if not step.alias:
+            raise InvalidQueryError(
+                f"query step {i} of {len(steps)} has no alias; only the last step (the output) may omit it"
+            )
+    return steps
+
+
+def _quote_name(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _plan_classes(analyzed: object) -> set[str]:
+    try:
+        text = analyzed.toJSON()
+        return {c.rsplit(".", 1)[-1] for c in _CLASS_RE.findall(text)}
+    except Exception:  # toJSON is not implemented for every node; the tree string names them too
+        text = str(analyzed.toString())
+        return {name for name in FORBIDDEN_NODES if re.search(rf"\b{name}\b", text)}
+
+
+def check_query_plan(df: DataFrame, where: str) -> None:
+    """Refuse a non-deterministic or sandbox-escaping query, naming the function responsible."""
+    analyzed = df._jdf.queryExecution().analyzed()
+    classes = _plan_classes(analyzed)
+    for node, function in FORBIDDEN_NODES.items():
+        if node in classes:
+            why = _WHY_FORBIDDEN.get(node, "it is not deterministic")
+            raise InvalidQueryError(
+                f"{where}: function {function} is not allowed because {why}; ODF queries must be "
+                "deterministic and pure"
+            )
+    if not analyzed.deterministic():
+        raise InvalidQueryError(
+            f"{where}: the query is not deterministic (a function in it gives different results on each "
+            "run); ODF queries must be deterministic and pure"
+        )
+
+
+# --- sessions -------------------------------------------------------------------------------------------
+
+
+class QueryScope:
+    """A child session whose temporary views live only as long as one engine operation."""
+
+    def __init__(self, parent: SparkSession, sql_conf: Mapping[str, str]) -> None:
+        self.parent = parent
+        self.session = parent.newSession()
+        for key, value in sql_conf.items():
+            if key.startswith("spark.sql.") and self.session.conf.isModifiable(key):
+                self.session.conf.set(key, value)
+        self._views: list[str] = []
+
+    def register(self, name: str, df: DataFrame) -> None:
+        """Expose ``df`` (of any session) as the temporary view ``name`` in this scope only."""
+        quoted = _quote_name(name)
+        if df.sparkSession is self.session:
+            df.createOrReplaceTempView(quoted)
+        else:
+            bridge = f"odfproj_{uuid.uuid4().hex}"
+            df.createGlobalTempView(bridge)
+            try:
+                self.session.table(f"global_temp.{bridge}").createOrReplaceTempView(quoted)
+            finally:
+                self.parent.catalog.dropGlobalTempView(bridge)
+        self._views.append(quoted)
+
+    def run(self, transform: model.TransformSql) -> DataFrame:
+        """Check and analyse every step; aliased steps become views; the last step's DataFrame is returned."""
+        from pyspark.errors import PySparkException
+
+        steps = _steps(transform)
+        parser = self.session._jsparkSession.sessionState().sqlParser()
+        result: DataFrame | None = None
+        for i, step in enumerate(steps, start=1):
+            where = f"query step {i}" if len(steps) > 1 else "query"
+            if step.alias:
+                where += f" ({step.alias})"
+            try:
+                parser.parseQuery(step.query)  # refuses statements before spark.sql could run them
+                result = self.session.sql(step.query)
+            except PySparkException as e:
+                raise InvalidQueryError(f"{where}: {describe_spark_error(e).message}") from None
+            check_query_plan(result, where)
+            if step.alias and i < len(steps):
+                self.register(step.alias, result)
+        assert result is not None
+        return result
+
+    def close(self) -> None:
+        for view in self._views:
+            with suppress(Exception):  # the session is going away anyway
+                self.session.catalog.dropTempView(view)
+        self._views.clear()
+
+
+# --- the engine -----------------------------------------------------------------------------------------
+
+
+class SparkEngine:
+    """The engine contract on Spark, plus DataFrame-level shortcuts for in-process callers."""
+
+    def __init__(self, holder: SparkSessionHolder) -> None:
+        self.holder = holder
+
+    @property
+    def session(self) -> SparkSession:
+        """The shared session, created on first use."""
+        return self.holder.get()
+
+    @contextmanager
+    def scope(self) -> Iterator[QueryScope]:
+        scope = QueryScope(self.session, self.holder.settings.effective_conf())
+        try:
+            yield scope
+        finally:
+            scope.close()
+
+    # -- DataFrame-level API (raises) --
+
+    def output_schema(self, inputs: Mapping[str, pa.Schema], transform: model.TransformSql) -> pa.Schema:
+        """The result schema of ``transform`` over empty inputs of these schemas; nothing is executed."""
+        with self.scope() as scope:
+            for name, schema in inputs.items():
+                empty = scope.session.createDataFrame([], spark_schema_from_arrow(schema))
+                scope.register(name, empty)
+            result = scope.run(transform)
+            return arrow_schema_from_spark(result.schema)
+
+    def query(self, inputs: Mapping[str, DataFrame], transform: model.TransformSql) -> DataFrame:
+        """``transform`` over DataFrames exposed as views under their names; lazy, like any DataFrame."""
+        with self.scope() as scope:
+            for name, df in inputs.items():
+                scope.register(name, df)
+            return scope.run(transform)
+
+    def preprocess(self, df: DataFrame, transform: model.TransformSql) -> DataFrame:
+        """The ingest preprocess step: ``transform`` over ``df`` exposed as the view ``input``."""
+        return self.query({INPUT_VIEW: df}, transform)
+
+    # -- the contract (returns response values) --
+
+    def validate_query(self, request: ValidateQueryRequest) -> ValidateQueryResponse:
+        try:
+            schema = self.output_schema(request.inputs, request.transform)
+        except InvalidQueryError as e:
+            return ValidateQueryResponseInvalidQuery(str(e))
+        except EngineError as e:
+            return ValidateQueryResponseInternalError(str(e), traceback.format_exc())
+        except Exception as e:
+            return ValidateQueryResponseInternalError(_internal_message(e), traceback.format_exc())
+        return ValidateQueryResponseSuccess(schema)
+
+    def execute_raw_query(self, request: model.RawQueryRequest) -> model.RawQueryResponse:
+        try:
+            with translating_errors("raw query"):
+                if not request.input_data_paths:
+                    raise EngineError("raw query: no input data paths")
+                df = self.session.read.parquet(*request.input_data_paths)
+                out = self.preprocess(df, request.transform)
+                count = write_parquet_file(out, request.output_data_path)
+        except InvalidQueryError as e:
+            return model.RawQueryResponseInvalidQuery(message=str(e))
+        except Exception as e:
+            return model.RawQueryResponseInternalError(
+                message=_internal_message(e), backtrace=traceback.format_exc()
+            )
+        return model.RawQueryResponseSuccess(num_records=count)
+
+    def execute_transform(self, request: model.TransformRequest) -> model.TransformResponse:
+        try:
+            with translating_errors(f"transform of {request.dataset_alias}"):
+                return self._transform(request)
+        except InvalidQueryError as e:
+            return model.TransformResponseInvalidQuery(message=str(e))
+        except Exception as e:
+            return model.TransformResponseInternalError(
+                message=_internal_message(e), backtrace=traceback.format_exc()
+            )
+
+    def _transform(self, request: model.TransformRequest) -> model.TransformResponse:
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+        from pyspark.sql.window import Window
+
+        inputs = {i.query_alias: self._input_slice(i) for i in request.query_inputs}
+        result = self.query(inputs, request.transform)
+        vocab = request.vocab
+        columns = result.columns
+        if vocab.event_time_column not in columns:
+            raise InvalidQueryError(
+                f"the query result has no {vocab.event_time_column!r} column; a derivative dataset's query "
+                "must produce its event time"
+            )
+        event_time = F.col(_quote_name(vocab.event_time_column))
+        if isinstance(result.schema[vocab.event_time_column].dataType, T.DateType):
+            event_time = event_time.cast("timestamp")
+        op = (
+            F.col(_quote_name(vocab.operation_type_column)).cast("int")
+            if vocab.operation_type_column in columns
+            else F.lit(int(data_schema.Op.APPEND))
+        )
+        system = {vocab.offset_column, vocab.system_time_column, vocab.operation_type_column}
+        data_columns = [c for c in columns if c not in system and c != vocab.event_time_column]
+        # Offsets follow a deterministic order: event time, then every orderable column.
+        order = [event_time, *(_sort_key(result, c) for c in data_columns)]
+        order = [c for c in order if c is not None]
+        window = Window.orderBy(*order)
+        out = result.select(
+            (F.row_number().over(window) - 1 + F.lit(request.next_offset)).alias(vocab.offset_column),
+            op.alias(vocab.operation_type_column),
+            F.lit(_utc(request.system_time)).cast("timestamp").alias(vocab.system_time_column),
+            event_time.alias(vocab.event_time_column),
+            *(F.col(_quote_name(c)) for c in data_columns),
+        ).orderBy(vocab.offset_column)
+        count = write_parquet_file(out, request.new_data_path, skip_empty=True)
+        interval = (
+            model.OffsetInterval(start=request.next_offset, end=request.next_offset + count - 1)
+            if count
+            else None
+        )
+        return model.TransformResponseSuccess(
+            new_offset_interval=interval, new_watermark=_output_watermark(request)
+        )
+
+    def _input_slice(self, spec: model.TransformRequestInput) -> DataFrame:
+        """The new records of one input: its data files filtered to the offset interval."""
+        from pyspark.sql import functions as F
+
+        session = self.session
+        if spec.data_paths:
+            df = session.read.parquet(*spec.data_paths)
+        else:
+            schema = pq.read_schema(spec.schema_file)
+            df = session.createDataFrame([], spark_schema_from_arrow(schema))
+        offset = F.col(_quote_name(spec.vocab.offset_column))
+        interval = spec.offset_interval
+        if interval is None:
+            return df.where(F.lit(False))
+        return df.where((offset >= interval.start) & (offset <= interval.end))
+
+
+def _sort_key(df: DataFrame, name: str) -> Column | None:
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    data_type = df.schema[name].dataType
+    if isinstance(data_type, T.MapType):  # maps are not orderable in Spark
+        return None
+    return F.col(_quote_name(name)).asc_nulls_first()
+
+
+def _utc(moment: datetime) -> str:
+    """A timestamp literal Spark parses as this instant (the session zone is UTC; naive means UTC)."""
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment.isoformat(sep=" ", timespec="milliseconds")
+
+
+def _output_watermark(request: model.TransformRequest) -> datetime | None:
+    """The output watermark: the least of the inputs' latest explicit watermarks, when all have one."""
+    latest: list[datetime] = []
+    for spec in request.query_inputs:
+        if not spec.explicit_watermarks:
+            return None
+        latest.append(max(w.event_time for w in spec.explicit_watermarks))
+    return min(latest) if latest else None
+
+
+def _internal_message(error: BaseException) -> str:
+    if isinstance(error, EngineError):
+        return str(error)
+    if is_spark_error(error):
+        return describe_spark_error(error).message
+    return f"{type(error).__name__}: {error}"
+
+
+def write_parquet_file(df: DataFrame, path: str | Path, *, skip_empty: bool = False) -> int:
+    """Write ``df`` as exactly one Parquet file at ``path`` and return its row count.
+
+    Spark writes folders of parts; the protocol wants one file. The data is written with one partition
+    into a temporary folder beside ``path`` and its single part is moved into place, so a reader never
+    sees a half-written file. With ``skip_empty`` nothing is written for an empty result.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        out = staging / "out"
+        df.coalesce(1).write.mode("overwrite").parquet(str(out))
+        parts = sorted(out.glob("part-*.parquet"))
+        count = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
+        if count == 0 and skip_empty:
+            return 0
+        if len(parts) != 1:
+            raise EngineError(f"expected Spark to write one Parquet part for {target}, found {len(parts)}")
+        parts[0].replace(target)
+        return count
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+__all__: Sequence[str] = (
+    "FORBIDDEN_NODES",
+    "INPUT_VIEW",
+    "QueryScope",
+    "SparkEngine",
+    "SparkFailure",
+    "check_query_plan",
+    "describe_spark_error",
+    "is_spark_error",
+    "translating_errors",
+    "write_parquet_file",
+)

@@ -1,0 +1,551 @@
+"""The read phase of ingestion: a ``ReadStep`` plus local files -> a Spark DataFrame.
+
+Decisions, and why:
+
+- Reads are strict. Spark's readers run in ``FAILFAST`` mode, so a malformed CSV row or a value that does
+  not fit its declared type stops the read with a one-line ``ReadError`` naming the file, instead of
+  becoming a silent null.
+- The result is materialised (``localCheckpoint``) by default. Spark is lazy; without this, a bad file
+  would fail in some later step (preprocess, merge, write) with no file in sight. Materialising also
+  freezes the input, so later steps never re-parse files that the fetch cache may have removed.
+- A declared ``schema`` is the result's schema: its names, order and types. CSV applies it by position
+  (as the reference implementation does: ``header: true`` only skips the first line); JSON formats match
+  it by name; Parquet and shapefiles read their own schema and then cast each declared column by name
+  under ANSI rules (a missing column or a value that does not fit is an error). Spark file readers always
+  produce nullable columns, so ``NOT NULL`` is not enforced here.
+- An empty input gives an empty DataFrame with the declared schema; with no declared schema its columns
+  are unknowable, which is a ``ReadError``.
+- Text is checked to be valid in its declared encoding (UTF-8 by default) before Spark sees it: Spark
+  would otherwise replace bad bytes with U+FFFD without a word.
+- ``dateFormat``/``timestampFormat``: ``rfc3339`` (the one format the spec requires) means Spark's default
+  ISO-8601 parsing, which accepts RFC 3339; any other value is a Spark datetime pattern.
+- GeoJSON: one row per feature, its ``properties`` as columns plus a ``geometry`` column holding the
+  geometry as a JSON string (no geometry types in Spark or ODF's DDL). A declared schema lists the output
+  columns, ``geometry STRING`` included where wanted; any other name is looked up in ``properties``.
+
+CSV options and what they become in Spark (``mode=FAILFAST`` and ``multiLine=true`` are always set, so
+quoted values may span lines; a file is then read as one split):
+
+======================  ==========================================================================
+``separator``           ``sep``
+``encoding``            ``encoding`` (checked first; Spark 4 decodes only the charsets in
+                        ``SPARK_CHARSETS``, others are a ``ReadError``)
+``quote``               ``quote`` (``""`` turns quoting off, as in the spec)
+``escape``              ``escape``
+``header``              ``header``
+``inferSchema``         ``inferSchema`` (ignored by Spark when a schema is declared)
+``nullValue``           ``nullValue``
+``dateFormat``          ``dateFormat`` (``rfc3339``: Spark's default ISO parsing)
+``timestampFormat``     ``timestampFormat`` (``rfc3339``: Spark's default ISO parsing)
+======================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import codecs
+import fnmatch
+import io
+import json
+import zipfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from odfproj.engine.spark import describe_spark_error, is_spark_error
+from odfproj.engine.types import spark_type_from_arrow
+from odfproj.errors import EngineError, InvalidValueError
+from odfproj.ingest.errors import IngestError
+from odfproj.odf import model
+from odfproj.odf.ddl import parse_ddl_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
+    from pyspark.sql import types as T
+
+#: The geometry column of GeoJSON and shapefile reads.
+GEOMETRY = "geometry"
+
+#: The charsets Spark 4's CSV and JSON readers decode (``spark.sql.legacy.javaCharsets`` off).
+SPARK_CHARSETS = ("utf-8", "us-ascii", "iso-8859-1", "utf-16", "utf-16be", "utf-16le", "utf-32")
+
+#: Spark's charset name for each Python codec name.
+_CHARSET_BY_CODEC = {
+    "utf-8": "utf-8",
+    "ascii": "us-ascii",
+    "latin-1": "iso-8859-1",
+    "iso8859-1": "iso-8859-1",
+    "utf-16": "utf-16",
+    "utf-16-be": "utf-16be",
+    "utf-16-le": "utf-16le",
+    "utf-32": "utf-32",
+}
+_RFC3339 = "rfc3339"
+_CHUNK = 1 << 20
+
+
+class ReadError(IngestError, EngineError):
+    """An input file cannot be read as its read step says (format, encoding, schema).
+
+    An ``IngestError`` (the read phase of ingestion) that is also an ``EngineError`` (Spark did the
+    reading), so either handler catches it.
+    """
+
+
+def read_files(
+    spark: SparkSession,
+    read: model.ReadStep,
+    paths: Sequence[str | Path],
+    *,
+    materialize: bool = True,
+) -> DataFrame:
+    """Read local ``paths`` (all in the same format) as ``read`` describes.
+
+    With ``materialize`` (the default) the data is parsed now, so every format and type error surfaces
+    here as a ``ReadError``; without it the DataFrame is lazy and errors appear at the first action.
+    """
+    files = [str(Path(p)) for p in paths]
+    for f in files:
+        if not Path(f).exists():
+            raise ReadError(f"input file {f} does not exist")
+    try:
+        declared = parse_ddl_schema(list(read.schema)) if read.schema else None
+    except InvalidValueError as e:
+        raise ReadError(f"the read step's schema is invalid: {e}") from None
+    reader = _READERS.get(type(read))
+    if reader is None:
+        raise ReadError(f"unsupported read step {type(read).__name__}")
+    what = _describe(files)
+    try:
+        df = reader(spark, read, files, declared) if files else None
+        if df is None:
+            df = _empty(spark, declared, what)
+        if materialize:
+            df = df.localCheckpoint(eager=True)
+    except EngineError:
+        raise
+    except Exception as e:
+        if not is_spark_error(e):
+            raise
+        failure = describe_spark_error(e)
+        if failure.user_raised:
+            raise ReadError(failure.message) from None
+        raise ReadError(f"cannot read {failure.file or what}: {failure.message}") from None
+    if declared is None and not df.columns:
+        raise ReadError(
+            f"{what} holds no data and the read step declares no schema, so its columns are unknown"
+        )
+    return df
+
+
+def _describe(files: Sequence[str]) -> str:
+    if len(files) == 1:
+        return files[0]
+    if not files:
+        return "no input files"
+    return f"one of {len(files)} files ({files[0]}, ...)"
+
+
+def _empty(spark: SparkSession, declared: pa.Schema | None, what: str) -> DataFrame:
+    if declared is None:
+        raise ReadError(f"{what}: nothing to read and the read step declares no schema")
+    return spark.createDataFrame([], _spark_schema(declared))
+
+
+def _spark_schema(schema: pa.Schema) -> T.StructType:
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(f.name, spark_type_from_arrow(f.type), True) for f in schema])
+
+
+# --- text checks ----------------------------------------------------------------------------------------
+
+
+def _spark_charset(encoding: str | None) -> str:
+    """Spark's name for ``encoding``; a ``ReadError`` for names Python or Spark does not know."""
+    if encoding is None:
+        return "utf-8"
+    try:
+        codec = codecs.lookup(encoding).name
+    except LookupError:
+        raise ReadError(f"unknown encoding {encoding!r}") from None
+    charset = _CHARSET_BY_CODEC.get(codec)
+    if charset is None:
+        raise ReadError(
+            f"encoding {encoding!r} is not supported by the Spark reader; use one of {', '.join(SPARK_CHARSETS)}"
+        )
+    return charset
+
+
+def _check_text(files: Sequence[str], charset: str) -> list[str]:
+    """Fail on bytes that are invalid in ``charset``; return each file's first non-blank character."""
+    firsts: list[str] = []
+    for f in files:
+        decoder = codecs.getincrementaldecoder(charset)(errors="strict")
+        first = ""
+        offset = 0
+        with open(f, "rb") as stream:
+            while True:
+                chunk = stream.read(_CHUNK)
+                try:
+                    text = decoder.decode(chunk, final=not chunk)
+                except UnicodeDecodeError as e:
+                    raise ReadError(
+                        f"{f} is not valid {charset} (byte offset {offset + e.start}); set the read "
+                        "step's `encoding` to the file's encoding"
+                    ) from None
+                if not first:
+                    first = text.lstrip("\ufeff \t\r\n")[:1]
+                offset += len(chunk)
+                if not chunk:
+                    break
+        firsts.append(first)
+    return firsts
+
+
+def _datetime_options(reader: DataFrameReader, step: Any) -> DataFrameReader:
+    for option in ("date_format", "timestamp_format"):
+        value = getattr(step, option, None)
+        if value is not None and value.lower() != _RFC3339:
+            name = "dateFormat" if option == "date_format" else "timestampFormat"
+            reader = reader.option(name, value)
+    return reader
+
+
+# --- CSV ------------------------------------------------------------------------------------------------
+
+
+def csv_options(step: model.ReadStepCsv) -> dict[str, str]:
+    """The Spark CSV options a ``ReadStepCsv`` means (see the module docstring for the table)."""
+    options = {"mode": "FAILFAST", "multiLine": "true", "encoding": _spark_charset(step.encoding)}
+    simple = {
+        "sep": step.separator,
+        "quote": step.quote,
+        "escape": step.escape,
+        "nullValue": step.null_value,
+    }
+    options.update({k: v for k, v in simple.items() if v is not None})
+    for key, flag in (("header", step.header), ("inferSchema", step.infer_schema)):
+        if flag is not None:
+            options[key] = "true" if flag else "false"
+    for key, value in (("dateFormat", step.date_format), ("timestampFormat", step.timestamp_format)):
+        if value is not None and value.lower() != _RFC3339:
+            options[key] = value
+    return options
+
+
+def _read_csv(
+    spark: SparkSession, step: model.ReadStepCsv, files: list[str], declared: pa.Schema | None
+) -> DataFrame:
+    options = csv_options(step)
+    _check_text(files, options["encoding"])
+    reader = spark.read.options(**options)
+    if declared is not None:
+        reader = reader.schema(_spark_schema(declared))
+    return reader.csv(files)
+
+
+# --- JSON -----------------------------------------------------------------------------------------------
+
+
+def _json_reader(spark: SparkSession, step: Any, *, multi_line: bool) -> tuple[DataFrameReader, str]:
+    charset = _spark_charset(getattr(step, "encoding", None))
+    reader = spark.read.option("mode", "FAILFAST").option("multiLine", "true" if multi_line else "false")
+    if getattr(step, "encoding", None) is not None:
+        reader = reader.option("encoding", charset)
+        if not multi_line and charset != "utf-8":
+            reader = reader.option("lineSep", "\n")  # Spark needs it spelled out for non-UTF-8 lines
+    return _datetime_options(reader, step), charset
+
+
+def _path_parts(sub_path: str) -> list[str]:
+    parts = sub_path.split(".")
+    if not all(parts):
+        raise ReadError(f"invalid subPath {sub_path!r}: expected names separated by dots, like a.b.c")
+    return parts
+
+
+def _path_column(parts: Sequence[str]) -> Column:
+    from pyspark.sql import functions as F
+
+    column = F.col("`" + parts[0].replace("`", "``") + "`")
+    for part in parts[1:]:
+        column = column.getField(part)
+    return column
+
+
+def _wrap(parts: Sequence[str], inner: T.DataType) -> T.StructType:
+    from pyspark.sql import types as T
+
+    wrapped: T.DataType = inner
+    for part in reversed(parts):
+        wrapped = T.StructType([T.StructField(part, wrapped, True)])
+    assert isinstance(wrapped, T.StructType)
+    return wrapped
+
+
+def _required(column: Column, message: str) -> Column:
+    """``column``, failing the read (naming the file) where it is null."""
+    from pyspark.sql import functions as F
+
+    return F.when(
+        column.isNull(), F.raise_error(F.concat(F.input_file_name(), F.lit(f": {message}")))
+    ).otherwise(column)
+
+
+def _read_json(
+    spark: SparkSession, step: model.ReadStepJson, files: list[str], declared: pa.Schema | None
+) -> DataFrame:
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    reader, charset = _json_reader(spark, step, multi_line=True)
+    firsts = _check_text(files, charset)
+    if step.sub_path is None:
+        for f, first in zip(files, firsts, strict=True):
+            if first == "{":
+                raise ReadError(
+                    f"{f}: the JSON root is an object, not an array; set the read step's subPath to "
+                    "the path of the array of records"
+                )
+        if declared is not None:
+            reader = reader.schema(_spark_schema(declared))
+        return reader.json(files)
+    parts = _path_parts(step.sub_path)
+    if declared is not None:
+        records = T.ArrayType(_spark_schema(declared), True)
+        df = reader.schema(_wrap(parts, records)).json(files)
+    else:
+        df = reader.json(files)
+        if not df.columns:
+            return df
+        try:
+            found = df.select(_path_column(parts).alias("r")).schema["r"].dataType
+        except Exception as e:
+            if not is_spark_error(e):
+                raise
+            raise ReadError(f"subPath {step.sub_path!r} is not in {_describe(files)}") from None
+        if not isinstance(found, T.ArrayType) or not isinstance(found.elementType, T.StructType):
+            raise ReadError(
+                f"subPath {step.sub_path!r} in {_describe(files)} is {found.simpleString()}, not an array "
+                "of objects"
+            )
+    array = _required(_path_column(parts), f"subPath {step.sub_path} is missing or null")
+    return df.select(F.explode(array).alias("r")).select("r.*")
+
+
+def _read_ndjson(
+    spark: SparkSession, step: model.ReadStepNdJson, files: list[str], declared: pa.Schema | None
+) -> DataFrame:
+    reader, charset = _json_reader(spark, step, multi_line=False)
+    _check_text(files, charset)
+    if declared is not None:
+        reader = reader.schema(_spark_schema(declared))
+    return reader.json(files)
+
+
+# --- GeoJSON --------------------------------------------------------------------------------------------
+
+
+def _feature_type(properties: T.StructType) -> T.StructType:
+    from pyspark.sql import types as T
+
+    return T.StructType(
+        [
+            T.StructField("properties", properties, True),
+            T.StructField(GEOMETRY, T.StringType(), True),  # Spark keeps an object's raw JSON text
+        ]
+    )
+
+
+def _properties_and_columns(
+    declared: pa.Schema | None, inferred: T.StructType | None
+) -> tuple[T.StructType, list[str]]:
+    """The ``properties`` struct to read, and the output columns in order."""
+    from pyspark.sql import types as T
+
+    if declared is not None:
+        geometry = declared.field(GEOMETRY) if GEOMETRY in declared.names else None
+        if geometry is not None and not pa.types.is_string(geometry.type):
+            raise ReadError(f"the {GEOMETRY} column holds the geometry as GeoJSON text; declare it STRING")
+        props = pa.schema([f for f in declared if f.name != GEOMETRY])
+        return _spark_schema(props), list(declared.names)
+    properties = inferred if inferred is not None else T.StructType([])
+    return properties, [*(f.name for f in properties.fields if f.name != GEOMETRY), GEOMETRY]
+
+
+def _feature_columns(feature: Column, columns: Sequence[str]) -> list[Column]:
+    return [
+        (feature.getField(GEOMETRY) if c == GEOMETRY else feature.getField("properties").getField(c)).alias(c)
+        for c in columns
+    ]
+
+
+def _inferred_properties(df: DataFrame, path: Sequence[str]) -> T.StructType | None:
+    from pyspark.sql import types as T
+
+    data_type: T.DataType = df.schema
+    for part in path:
+        if not isinstance(data_type, T.StructType) or part not in data_type.fieldNames():
+            return None
+        data_type = data_type[part].dataType
+        if isinstance(data_type, T.ArrayType):
+            data_type = data_type.elementType
+    return data_type if isinstance(data_type, T.StructType) else None
+
+
+def _read_geojson(
+    spark: SparkSession, step: model.ReadStepGeoJson, files: list[str], declared: pa.Schema | None
+) -> DataFrame:
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    reader, charset = _json_reader(spark, step, multi_line=True)
+    _check_text(files, charset)
+    inferred = None
+    if declared is None:
+        probe = reader.json(files)
+        if not probe.columns:
+            return probe
+        if "features" not in probe.columns:
+            raise ReadError(f"{_describe(files)} is not a GeoJSON FeatureCollection (no `features` array)")
+        inferred = _inferred_properties(probe, ["features", "properties"])
+    properties, columns = _properties_and_columns(declared, inferred)
+    schema = T.StructType([T.StructField("features", T.ArrayType(_feature_type(properties), True), True)])
+    df = reader.schema(schema).json(files)
+    features = _required(F.col("features"), "not a GeoJSON FeatureCollection (no `features` array)")
+    return df.select(F.explode(features).alias("f")).select(*_feature_columns(F.col("f"), columns))
+
+
+def _read_ndgeojson(
+    spark: SparkSession, step: model.ReadStepNdGeoJson, files: list[str], declared: pa.Schema | None
+) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    reader, charset = _json_reader(spark, step, multi_line=False)
+    _check_text(files, charset)
+    inferred = None
+    if declared is None:
+        probe = reader.json(files)
+        if not probe.columns:
+            return probe
+        inferred = _inferred_properties(probe, ["properties"])
+    properties, columns = _properties_and_columns(declared, inferred)
+    df = reader.schema(_feature_type(properties)).json(files)
+    return df.select(*_feature_columns(F.struct(*(F.col(c) for c in df.columns)), columns))
+
+
+# --- Parquet and shapefiles: read natively, then cast to the declared schema -----------------------------
+
+
+def _cast_to(df: DataFrame, declared: pa.Schema | None, what: str) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    if declared is None:
+        return df
+    available = {c.lower(): c for c in df.columns}
+    columns = []
+    for field in declared:
+        name = available.get(field.name.lower())
+        if name is None:
+            raise ReadError(
+                f"{what} has no column {field.name!r} declared in the read step's schema "
+                f"(it has {', '.join(df.columns) or 'none'})"
+            )
+        quoted = "`" + name.replace("`", "``") + "`"
+        columns.append(F.col(quoted).cast(spark_type_from_arrow(field.type)).alias(field.name))
+    return df.select(*columns)
+
+
+def _read_parquet(
+    spark: SparkSession, step: model.ReadStepParquet, files: list[str], declared: pa.Schema | None
+) -> DataFrame:
+    return _cast_to(spark.read.parquet(*files), declared, _describe(files))
+
+
+def _read_shapefile(
+    spark: SparkSession, step: model.ReadStepEsriShapefile, files: list[str], declared: pa.Schema | None
+) -> DataFrame:
+    try:
+        import shapefile  # pyshp
+    except ImportError:
+        raise ReadError(
+            "reading EsriShapefile needs the optional pyshp package: install odfproj[shapefile] "
+            "(pip install 'odfproj[shapefile]')"
+        ) from None
+    tables = [_shapefile_table(shapefile, f, step.sub_path) for f in files]
+    table = pa.concat_tables(tables, promote_options="permissive")
+    return _cast_to(spark.createDataFrame(table), declared, _describe(files))
+
+
+def _shapefile_table(shapefile: Any, path: str, sub_path: str | None) -> pa.Table:
+    """One shapefile (plain, in a folder, or inside a ZIP) as an Arrow table: attributes + geometry."""
+    source = Path(path)
+    try:
+        if zipfile.is_zipfile(source):
+            with zipfile.ZipFile(source) as archive:
+                shp = _pick_shp([n for n in archive.namelist() if n.lower().endswith(".shp")], sub_path, path)
+                stem = shp[:-4]
+                members = {n.lower(): n for n in archive.namelist()}
+                streams = {
+                    ext: io.BytesIO(archive.read(members[(stem + "." + ext).lower()]))
+                    for ext in ("shp", "shx", "dbf")
+                    if (stem + "." + ext).lower() in members
+                }
+                with shapefile.Reader(**streams) as reader:
+                    return _shapefile_to_arrow(reader)
+        if source.is_dir():
+            found = [str(p.relative_to(source)) for p in source.rglob("*") if p.suffix.lower() == ".shp"]
+            source = source / _pick_shp(found, sub_path, path)
+        with shapefile.Reader(str(source)) as reader:
+            return _shapefile_to_arrow(reader)
+    except ReadError:
+        raise
+    except Exception as e:
+        raise ReadError(f"cannot read shapefile {path}: {e}") from None
+
+
+def _pick_shp(candidates: Sequence[str], sub_path: str | None, where: str) -> str:
+    matches = [c for c in candidates if sub_path is None or fnmatch.fnmatch(c, sub_path)]
+    if len(matches) != 1:
+        found = ", ".join(sorted(candidates)) or "none"
+        if not matches:
+            raise ReadError(f"{where}: no .shp file matches subPath {sub_path!r} (found: {found})")
+        raise ReadError(f"{where}: several .shp files found ({found}); set subPath to choose one")
+    return matches[0]
+
+
+_DBF_TYPES: dict[str, Callable[[int], pa.DataType]] = {
+    "C": lambda decimals: pa.utf8(),
+    "N": lambda decimals: pa.int64() if decimals == 0 else pa.float64(),
+    "F": lambda decimals: pa.float64(),
+    "L": lambda decimals: pa.bool_(),
+    "D": lambda decimals: pa.date32(),
+}
+
+
+def _shapefile_to_arrow(reader: Any) -> pa.Table:
+    fields = [f for f in reader.fields if f[0] != "DeletionFlag"]
+    names = [f[0] for f in fields]
+    types = [_DBF_TYPES.get(str(f[1]), lambda d: pa.utf8())(int(f[3])) for f in fields]
+    columns: list[list[Any]] = [[] for _ in fields]
+    geometries: list[str | None] = []
+    for item in reader.iterShapeRecords():
+        for i, value in enumerate(item.record):
+            columns[i].append(None if value == "" and types[i] != pa.utf8() else value)
+        shape = item.shape
+        geometries.append(None if shape.shapeType == 0 else json.dumps(shape.__geo_interface__))
+    arrays = [pa.array(values, type=t) for values, t in zip(columns, types, strict=True)]
+    return pa.table([*arrays, pa.array(geometries, pa.utf8())], names=[*names, GEOMETRY])
+
+
+_READERS: dict[type, Callable[[SparkSession, Any, list[str], pa.Schema | None], DataFrame]] = {
+    model.ReadStepCsv: _read_csv,
+    model.ReadStepJson: _read_json,
+    model.ReadStepNdJson: _read_ndjson,
+    model.ReadStepGeoJson: _read_geojson,
+    model.ReadStepNdGeoJson: _read_ndgeojson,
+    model.ReadStepParquet: _read_parquet,
+    model.ReadStepEsriShapefile: _read_shapefile,
+}
