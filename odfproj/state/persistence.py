@@ -1,0 +1,365 @@
+"""The state index on disk: immutable content files plus one manifest that names them.
+
+::
+
+    info/state-index/
+        manifest.json                    the only file that is replaced; names every file below
+        log-<segment>-<crc>.arrow        validity log entries of blocks [segment*N, segment*N + N)
+        base-<block>-<crc>.roaring       the valid set after block <block> (every N-th block)
+        current-<crc>.roaring            the valid set at the stamped head
+        keys-<crc>.arrow                 the key store: hash, row, normalised key columns (sorted)
+        .lock                            serialises writers of this folder
+
+Why this shape: a sealed log segment and a base bitmap never change, so an update rewrites only the
+open segment, the current bitmap and the key store - work bounded by N blocks and by the number of
+keys, never by the length of the history. Content files are written under new names (temp + fsync +
+rename), then the manifest is replaced atomically, then unreferenced files are removed: a reader sees
+the old index or the new one, and a crash leaves at worst orphans that the next writer removes.
+
+The manifest records the head block hash the index reflects (its *stamp*), the key columns, and the
+size and CRC-32 of every file. Loading checks all of it and raises :class:`CorruptIndexError` on any
+mismatch: the index is a cache, and a cache that does not prove its integrity is rebuilt, never trusted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from pyroaring import BitMap64, FrozenBitMap64
+
+from odfproj.errors import InvalidValueError
+from odfproj.odf.multiformats import Multihash
+from odfproj.state.errors import CorruptIndexError, StateIndexError
+from odfproj.state.index import StateIndex
+from odfproj.state.key_store import KeyStore
+from odfproj.state.keys import key_schema
+from odfproj.state.validity_log import LogEntry
+from odfproj.storage.fsutil import fsync_dir, new_txid, replace_atomic, write_durable
+
+#: Bumped whenever a file's layout or the index's semantics change; other formats are rebuilt.
+INDEX_FORMAT = 1
+MANIFEST = "manifest.json"
+LOCK = ".lock"
+
+_LOG_SCHEMA = pa.schema(
+    [
+        pa.field("sequence_number", pa.int64(), nullable=False),
+        pa.field("block_hash", pa.string(), nullable=False),
+        pa.field("system_time_us", pa.int64(), nullable=False),
+        pa.field("valid_from", pa.binary(), nullable=False),
+        pa.field("valid_until", pa.binary(), nullable=False),
+    ]
+)
+_HASH, _ROW = "__hash", "__row"
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """One content file named by the manifest, with what it must measure to be trusted."""
+
+    name: str
+    size: int
+    crc32: int
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "size": self.size, "crc32": self.crc32}
+
+    @staticmethod
+    def from_json(data: object) -> StoredFile:
+        if not isinstance(data, dict):
+            raise CorruptIndexError("manifest: a file entry is not an object")
+        name, size, crc = data.get("name"), data.get("size"), data.get("crc32")
+        if not (isinstance(name, str) and isinstance(size, int) and isinstance(crc, int)):
+            raise CorruptIndexError("manifest: a file entry lacks name, size or crc32")
+        if "/" in name or name.startswith(".") or name == MANIFEST:
+            raise CorruptIndexError(f"manifest: bad file name {name!r}")
+        return StoredFile(name, size, crc)
+
+
+# --- encoding -------------------------------------------------------------------------------------
+
+
+def _ipc_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _ipc_table(data: bytes) -> pa.Table:
+    return pa.ipc.open_file(pa.py_buffer(data)).read_all()
+
+
+def _encode_segment(entries: list[LogEntry]) -> bytes:
+    table = pa.table(
+        [
+            pa.array([e.sequence_number for e in entries], pa.int64()),
+            pa.array([e.block_hash.to_multibase() for e in entries], pa.string()),
+            pa.array([e.system_time_us for e in entries], pa.int64()),
+            pa.array([e.valid_from.serialize() for e in entries], pa.binary()),
+            pa.array([e.valid_until.serialize() for e in entries], pa.binary()),
+        ],
+        schema=_LOG_SCHEMA,
+    )
+    return _ipc_bytes(table)
+
+
+def _decode_segment(data: bytes) -> list[LogEntry]:
+    table = _ipc_table(data)
+    if not table.schema.equals(_LOG_SCHEMA):
+        raise CorruptIndexError("a log segment has an unexpected schema")
+    columns = [table.column(i).to_pylist() for i in range(table.num_columns)]
+    return [
+        LogEntry(
+            sequence_number=seq,
+            block_hash=Multihash.from_multibase(block_hash),
+            system_time_us=time_us,
+            valid_from=FrozenBitMap64.deserialize(valid_from),
+            valid_until=FrozenBitMap64.deserialize(valid_until),
+        )
+        for seq, block_hash, time_us, valid_from, valid_until in zip(*columns, strict=True)
+    ]
+
+
+def _encode_keys(store: KeyStore) -> bytes:
+    columns = [pa.array(store.hashes, pa.uint64()), pa.array(store.rows, pa.int64())]
+    fields = [pa.field(_HASH, pa.uint64(), nullable=False), pa.field(_ROW, pa.int64(), nullable=False)]
+    if store.keys is not None and store.schema is not None:
+        columns += store.keys.columns
+        fields += list(store.schema)
+    return _ipc_bytes(pa.Table.from_arrays(columns, schema=pa.schema(fields)))
+
+
+def _decode_keys(data: bytes, key_columns: tuple[str, ...], key_types: list[str] | None) -> KeyStore:
+    table = _ipc_table(data)
+    hashes = table.column(_HASH).to_numpy().astype(np.uint64, copy=False)
+    rows = table.column(_ROW).to_numpy().astype(np.int64, copy=False)
+    if len(hashes) > 1 and not np.all(hashes[1:] >= hashes[:-1]):
+        raise CorruptIndexError("the key store's hashes are not sorted")
+    if key_types is None:
+        if len(hashes):
+            raise CorruptIndexError("the key store holds rows but no key types")
+        return KeyStore(key_columns)
+    schema = key_schema(key_columns, [pa.type_for_alias(t) for t in key_types])
+    keys = table.select(list(key_columns)).cast(schema).combine_chunks()
+    return KeyStore(key_columns, schema, hashes, rows, keys)
+
+
+# --- files ----------------------------------------------------------------------------------------
+
+
+def _write_content(directory: Path, stem: str, suffix: str, data: bytes) -> StoredFile:
+    """Write ``data`` durably under a name carrying its CRC (temp + fsync + rename)."""
+    crc = zlib.crc32(data)
+    name = f"{stem}-{crc:08x}{suffix}"
+    tmp = directory / f".{name}.tmp-{new_txid()}"
+    try:
+        write_durable(tmp, data)
+        os.replace(tmp, directory / name)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return StoredFile(name, len(data), crc)
+
+
+def _read_content(directory: Path, stored: StoredFile) -> bytes:
+    try:
+        data = (directory / stored.name).read_bytes()
+    except OSError as e:
+        raise CorruptIndexError(f"{stored.name}: cannot be read: {e}") from None
+    if len(data) != stored.size or zlib.crc32(data) != stored.crc32:
+        raise CorruptIndexError(f"{stored.name}: size or checksum differs from the manifest")
+    return data
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What ``manifest.json`` says; ``segments[i]`` covers blocks ``[i*N, min((i+1)*N, block_count))``."""
+
+    head: Multihash | None
+    block_count: int
+    next_offset: int
+    key_columns: tuple[str, ...]
+    key_types: tuple[str, ...] | None
+    base_interval: int
+    segments: tuple[StoredFile, ...]
+    bases: tuple[tuple[int, StoredFile], ...]
+    current: StoredFile
+    keys: StoredFile
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "format": INDEX_FORMAT,
+                "head": self.head.to_multibase() if self.head is not None else None,
+                "block_count": self.block_count,
+                "next_offset": self.next_offset,
+                "key_columns": list(self.key_columns),
+                "key_types": list(self.key_types) if self.key_types is not None else None,
+                "base_interval": self.base_interval,
+                "segments": [s.to_json() for s in self.segments],
+                "bases": [{"block": b, **f.to_json()} for b, f in self.bases],
+                "current": self.current.to_json(),
+                "keys": self.keys.to_json(),
+            },
+            indent=1,
+        )
+
+    @staticmethod
+    def from_json(text: bytes) -> Manifest:
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict) or data.get("format") != INDEX_FORMAT:
+                raise CorruptIndexError("manifest: missing or of another format")
+            head = data["head"]
+            key_types = data["key_types"]
+            manifest = Manifest(
+                head=Multihash.from_multibase(head) if head is not None else None,
+                block_count=int(data["block_count"]),
+                next_offset=int(data["next_offset"]),
+                key_columns=tuple(str(c) for c in data["key_columns"]),
+                key_types=tuple(str(t) for t in key_types) if key_types is not None else None,
+                base_interval=int(data["base_interval"]),
+                segments=tuple(StoredFile.from_json(s) for s in data["segments"]),
+                bases=tuple((int(b["block"]), StoredFile.from_json(b)) for b in data["bases"]),
+                current=StoredFile.from_json(data["current"]),
+                keys=StoredFile.from_json(data["keys"]),
+            )
+        except CorruptIndexError:
+            raise
+        except (ValueError, KeyError, TypeError, InvalidValueError) as e:
+            raise CorruptIndexError(f"manifest: {type(e).__name__}: {e}") from None
+        if manifest.base_interval < 1 or manifest.block_count < 0:
+            raise CorruptIndexError("manifest: bad block count or base interval")
+        return manifest
+
+
+# --- saving and loading ---------------------------------------------------------------------------
+
+
+def save_index(index: StateIndex, directory: Path) -> Manifest:
+    """Persist ``index`` under ``directory``, rewriting only what changed since it was last stored there.
+
+    The caller serialises writers (see :func:`odfproj.state.dataset_index.open_state_index`).
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    known: dict[str, StoredFile] = index.stored_files if index.stored_directory == directory else {}
+    n = index.log.base_interval
+    entries = index.log.entries
+    segments = []
+    for s in range(0, (len(entries) + n - 1) // n):
+        chunk = entries[s * n : (s + 1) * n]
+        sealed = len(chunk) == n
+        key = f"log-{s:06d}"
+        if not (sealed and key in known):
+            known[key] = _write_content(directory, key, ".arrow", _encode_segment(chunk))
+        segments.append(known[key])
+    bases = []
+    for block, bitmap in sorted(index.log.bases.items()):
+        key = f"base-{block:09d}"
+        if key not in known:
+            known[key] = _write_content(directory, key, ".roaring", bitmap.serialize())
+        bases.append((block, known[key]))
+    current = _write_content(directory, "current", ".roaring", BitMap64(index.current).serialize())
+    keys = _write_content(directory, "keys", ".arrow", _encode_keys(index.key_store))
+    schema = index.key_store.schema
+    manifest = Manifest(
+        head=index.head,
+        block_count=index.block_count,
+        next_offset=index.next_offset,
+        key_columns=index.key_columns,
+        key_types=tuple(str(f.type) for f in schema) if schema is not None else None,
+        base_interval=n,
+        segments=tuple(segments),
+        bases=tuple(bases),
+        current=current,
+        keys=keys,
+    )
+    fsync_dir(directory)
+    replace_atomic(directory / MANIFEST, manifest.to_json().encode())
+    fsync_dir(directory)
+    referenced = {MANIFEST, LOCK, *(f.name for f in (*segments, *(f for _, f in bases), current, keys))}
+    for path in directory.iterdir():
+        if path.name not in referenced:
+            with contextlib.suppress(OSError):
+                path.unlink()
+    index.stored_directory = directory
+    index.stored_files = {k: v for k, v in known.items() if k.startswith(("log-", "base-"))}
+    return manifest
+
+
+def read_manifest(directory: Path) -> Manifest:
+    try:
+        text = (directory / MANIFEST).read_bytes()
+    except OSError as e:
+        raise CorruptIndexError(f"no readable manifest: {e}") from None
+    return Manifest.from_json(text)
+
+
+def load_index(directory: Path, key_columns: tuple[str, ...]) -> StateIndex:
+    """The index stored under ``directory``; :class:`CorruptIndexError` unless every check passes.
+
+    Checks: manifest format, key columns, every file's size and CRC, contiguous log entries covering
+    exactly ``block_count`` blocks, one base per due block, sorted key hashes. The stamp is *not*
+    compared with any chain here: that is the caller's job.
+    """
+    manifest = read_manifest(directory)
+    if manifest.key_columns != tuple(key_columns):
+        raise CorruptIndexError(
+            f"the stored index is keyed by {list(manifest.key_columns)}, not {list(key_columns)}"
+        )
+    try:
+        return _load(directory, manifest)
+    except (CorruptIndexError, StateIndexError):
+        raise
+    except (pa.ArrowException, ValueError, KeyError, TypeError, OverflowError, InvalidValueError) as e:
+        raise CorruptIndexError(f"cannot decode the stored index: {type(e).__name__}: {e}") from None
+
+
+def _load(directory: Path, manifest: Manifest) -> StateIndex:
+    n = manifest.base_interval
+    index = StateIndex(manifest.key_columns, n)
+    entries: list[LogEntry] = []
+    stored: dict[str, StoredFile] = {}
+    for s, segment in enumerate(manifest.segments):
+        chunk = _decode_segment(_read_content(directory, segment))
+        if [e.sequence_number for e in chunk] != list(range(s * n, s * n + len(chunk))) or (
+            len(chunk) != n and s != len(manifest.segments) - 1
+        ):
+            raise CorruptIndexError(f"{segment.name}: log entries are not the blocks the manifest says")
+        if len(chunk) == n:
+            stored[f"log-{s:06d}"] = segment
+        entries.extend(chunk)
+    if len(entries) != manifest.block_count:
+        raise CorruptIndexError(
+            f"the log holds {len(entries)} blocks, the manifest says {manifest.block_count}"
+        )
+    if (entries[-1].block_hash if entries else None) != manifest.head:
+        raise CorruptIndexError("the log's last block is not the manifest's head")
+    due = [b for b in range(manifest.block_count) if index.log.is_base_block(b)]
+    if [b for b, _ in manifest.bases] != due:
+        raise CorruptIndexError("base bitmaps missing or unexpected")
+    bases = {}
+    for block, f in manifest.bases:
+        bases[block] = FrozenBitMap64.deserialize(_read_content(directory, f))
+        stored[f"base-{block:09d}"] = f
+    index.log.restore(entries, bases)
+    index.current = BitMap64.deserialize(_read_content(directory, manifest.current))
+    index.key_store = _decode_keys(
+        _read_content(directory, manifest.keys),
+        manifest.key_columns,
+        list(manifest.key_types) if manifest.key_types is not None else None,
+    )
+    if len(index.key_store) != len(index.current):
+        raise CorruptIndexError("the key store and the current bitmap disagree on the number of valid rows")
+    index.next_offset = manifest.next_offset
+    index.stored_directory = directory
+    index.stored_files = stored
+    return index

@@ -1,0 +1,102 @@
+"""Reading a dataset's state - current or as at a point in history - through the state index.
+
+Reads skip rows whose bit is 0, as in Opal: no sort-merge of the changelog. Each data file covers a
+known closed offset interval, so a file without a valid row in its interval is not opened at all, and
+in the others the valid rows are picked by ``offset - start`` (a numpy boolean mask), not by a join.
+
+Returned columns: ``offset`` (the row id; stable, and what links a row to its changelog record),
+``event_time``, then the user columns (all of them by default, else the requested ones in the given
+order). ``op`` is dropped (every valid row is a ``+A`` or ``+C``, the difference is history, not state)
+and so is ``system_time`` (when the row was written; ask for it by name in ``columns`` if needed).
+Rows come in offset order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyroaring import BitMap64, FrozenBitMap64
+
+from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_COLUMNS
+from odfproj.state.dataset_index import open_state_index, primary_key_of
+from odfproj.state.errors import StateIndexError
+from odfproj.state.index import AsAt, StateIndex, bitmap_to_numpy
+from odfproj.storage.dataset import Dataset
+from odfproj.storage.projection import DATA_EVENTS
+
+
+def read_state(
+    dataset: Dataset,
+    columns: Sequence[str] | None = None,
+    as_at: AsAt | None = None,
+    *,
+    key_columns: Sequence[str] | None = None,
+    index: StateIndex | None = None,
+) -> pa.Table:
+    """The rows valid at the head (``as_at=None``), after a block (hash) or as known at a system time.
+
+    ``key_columns`` default to the primary key of the dataset's merge strategy; ``index`` may be
+    passed by a caller that already holds one at the dataset's head.
+    """
+    projection = dataset.projection()
+    if index is None:
+        keys = tuple(key_columns) if key_columns is not None else primary_key_of(projection)
+        if not keys:
+            raise StateIndexError(
+                f"dataset {dataset.name} declares no primary key; pass key_columns to read its state"
+            )
+        index = open_state_index(dataset, keys)
+    elif index.head != projection.head:
+        raise StateIndexError(f"dataset {dataset.name}: the given state index is not at the dataset's head")
+    valid = index.current_offsets() if as_at is None else index.offsets_as_at(as_at)
+    schema = projection.arrow_schema
+    if schema is None:
+        raise StateIndexError(f"dataset {dataset.name} has no data schema yet")
+    user = [f.name for f in schema if f.name not in SYSTEM_COLUMNS]
+    selected = list(columns) if columns is not None else user
+    unknown = [c for c in selected if c not in schema.names or c in (OFFSET, OP)]
+    if unknown:
+        raise StateIndexError(f"dataset {dataset.name} has no data column {', '.join(map(repr, unknown))}")
+    wanted = [OFFSET, EVENT_TIME, *(c for c in selected if c != EVENT_TIME)]
+    out_schema = pa.schema([schema.field(c) for c in wanted])
+    parts = []
+    for _, block in dataset.iter_blocks():
+        event = block.event
+        if not isinstance(event, DATA_EVENTS) or event.new_data is None:
+            continue
+        interval = event.new_data.offset_interval
+        part = read_valid_rows(
+            dataset.layout.data_path(event.new_data.physical_hash),
+            wanted,
+            valid,
+            interval.start,
+            interval.end,
+        )
+        if part is not None:
+            parts.append(part.cast(out_schema))
+    parts.reverse()
+    return pa.concat_tables(parts) if parts else out_schema.empty_table()
+
+
+def read_valid_rows(
+    path: Path, columns: list[str], valid: BitMap64 | FrozenBitMap64, start: int, end: int
+) -> pa.Table | None:
+    """The rows of one data file (offsets ``start..end``) whose offset is in ``valid``; ``None`` if none.
+
+    The file is not opened when the bitmap has no offset in its interval.
+    """
+    if valid.range_cardinality(start, end + 1) == 0:
+        return None  # no valid row in this file: never opened
+    in_file = BitMap64()
+    in_file.add_range(start, end + 1)
+    member = np.zeros(end - start + 1, bool)
+    member[bitmap_to_numpy(valid & in_file) - start] = True
+    table = pq.read_table(path, columns=columns)
+    offsets = table.column(OFFSET).to_numpy()
+    if offsets.size and (offsets.min() < start or offsets.max() > end):
+        raise StateIndexError(f"{path}: holds offsets outside its block's interval {start}..{end}")
+    return table.filter(pa.array(member[offsets - start]))

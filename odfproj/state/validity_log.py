@@ -1,0 +1,115 @@
+"""The validity log: per block, which rows became valid and which stopped being valid.
+
+Opal logs SET_VALID_FROM / SET_VALID_UNTIL per change; in ODF a block is the natural log batch, so an
+entry holds the *net* effect of one block as two bitmaps of offsets:
+
+* ``valid_from``: rows of this block (``+A``/``+C``) still current at the end of the block;
+* ``valid_until``: rows of earlier blocks this block superseded (``+A``/``+C`` of the same key) or
+  took back (``-R``/``-C``), i.e. the row ids the key store held for the touched keys.
+
+The two sets are disjoint (new offsets vs old offsets), so an entry can be applied in either
+direction: forward ``S_k = (S_{k-1} - until_k) | from_k`` and backward
+``S_{k-1} = (S_k - from_k) | until_k``. A base bitmap is kept every ``base_interval`` blocks; the state
+as at any block is then replayed from the nearest base (or from the current state), before or after it:
+at most ``base_interval / 2`` entries whatever the length of the history.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from pyroaring import BitMap64, FrozenBitMap64
+
+from odfproj.odf.multiformats import Multihash
+from odfproj.state.errors import StateIndexError
+
+DEFAULT_BASE_INTERVAL = 64
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """The validity changes of one metadata block (empty bitmaps for blocks without data)."""
+
+    sequence_number: int
+    block_hash: Multihash
+    #: The block's system time, microseconds since the epoch (UTC).
+    system_time_us: int
+    valid_from: FrozenBitMap64
+    valid_until: FrozenBitMap64
+
+
+class ValidityLog:
+    """Every block's :class:`LogEntry` in chain order, plus the base bitmaps."""
+
+    def __init__(self, base_interval: int = DEFAULT_BASE_INTERVAL) -> None:
+        if base_interval < 1:
+            raise StateIndexError("the base bitmap interval must be at least 1 block")
+        self.base_interval = base_interval
+        self.entries: list[LogEntry] = []
+        #: State after block ``i`` for every ``i`` with ``(i + 1) % base_interval == 0``.
+        self.bases: dict[int, FrozenBitMap64] = {}
+        self._times: list[int] = []
+        self._by_hash: dict[Multihash, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def is_base_block(self, sequence_number: int) -> bool:
+        return (sequence_number + 1) % self.base_interval == 0
+
+    def append(self, entry: LogEntry, state_after: BitMap64 | FrozenBitMap64) -> None:
+        """Add the next block's entry; ``state_after`` is the valid set after it (kept if a base is due)."""
+        if entry.sequence_number != len(self.entries):
+            raise StateIndexError(
+                f"block {entry.sequence_number} given to the state index, expected block {len(self.entries)}"
+            )
+        if self._times and entry.system_time_us < self._times[-1]:
+            raise StateIndexError(f"block {entry.sequence_number} has a system time earlier than its parent")
+        self.entries.append(entry)
+        self._times.append(entry.system_time_us)
+        self._by_hash[entry.block_hash] = entry.sequence_number
+        if self.is_base_block(entry.sequence_number):
+            self.bases[entry.sequence_number] = FrozenBitMap64(state_after)
+
+    def restore(self, entries: list[LogEntry], bases: dict[int, FrozenBitMap64]) -> None:
+        """Replace the content with stored entries and bases (checked by the loader)."""
+        self.entries = list(entries)
+        self.bases = dict(bases)
+        self._times = [e.system_time_us for e in self.entries]
+        self._by_hash = {e.block_hash: e.sequence_number for e in self.entries}
+
+    def index_of(self, block_hash: Multihash) -> int:
+        try:
+            return self._by_hash[block_hash]
+        except KeyError:
+            raise StateIndexError(
+                f"block {block_hash.to_multibase()} is not in the dataset's chain"
+            ) from None
+
+    def last_index_at(self, system_time_us: int) -> int:
+        """The last block whose system time is at or before the given time (-1 before the first)."""
+        return bisect.bisect_right(self._times, system_time_us) - 1
+
+    def state_after(self, k: int, current: BitMap64 | FrozenBitMap64) -> BitMap64:
+        """Valid offsets after block ``k`` (``-1``: before any block), from the nearest checkpoint."""
+        last = len(self.entries) - 1
+        if not -1 <= k <= last:
+            raise StateIndexError(f"block {k} is outside the index (0..{last})")
+        before = k - (k + 1) % self.base_interval  # largest base index <= k, or -1
+        after = k + (self.base_interval - 1 - k % self.base_interval) if k >= 0 else self.base_interval - 1
+        if after > last:
+            after = last  # the current state acts as the last checkpoint
+        if k - before <= after - k:
+            state = BitMap64(self.bases[before]) if before >= 0 else BitMap64()
+            for j in range(before + 1, k + 1):
+                entry = self.entries[j]
+                state.difference_update(entry.valid_until)
+                state.update(entry.valid_from)
+            return state
+        state = BitMap64(self.bases[after] if after != last else current)
+        for j in range(after, k, -1):
+            entry = self.entries[j]
+            state.difference_update(entry.valid_from)
+            state.update(entry.valid_until)
+        return state
