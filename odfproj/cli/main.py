@@ -7,7 +7,7 @@ import sys
 import typer
 
 from odfproj import ODF_SPEC_VERSION, __version__
-from odfproj.cli import apply, block, log, plan, validate, verify
+from odfproj.cli import apply, block, fmt, init, lineage, log, plan, validate, verify
 from odfproj.cli.context import CliState, fail
 from odfproj.errors import OdfprojError
 
@@ -20,11 +20,14 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(block.app, name="block")
+app.command("init")(init.init)
 app.command("validate")(validate.validate)
+app.command("fmt")(fmt.fmt)
 app.command("plan")(plan.plan)
 app.command("apply")(apply.apply)
 app.command("log")(log.log)
 app.command("verify")(verify.verify)
+app.command("lineage")(lineage.lineage)
 
 
 def _version(value: bool) -> None:
