@@ -41,12 +41,12 @@ def test_cli_json_output_validates_against_the_published_schema(example) -> None
     assert run(["apply", "--auto-approve"], example).returncode == 0
     daily = example / "datasets" / "org.example.weather.daily.yaml"
     daily.write_text(daily.read_text().replace("Daily weather observations", "Daily readings"))
-    monthly = example / "datasets" / "org.example.weather.monthly.yaml"
-    monthly.write_text(monthly.read_text().replace("- tmin_c DOUBLE", ""))
     (example / "datasets" / "org.example.weather.monthly.yaml").unlink()
+    stocks = example / "datasets" / "org.example.stocks.monthly.yaml"
+    stocks.write_text(stocks.read_text().replace("          - price DOUBLE\n", ""))
     updated = json.loads(run(["plan", "--format", "json"], example).stdout)
     jsonschema.validate(updated, schema)
-    assert {s["action"] for s in updated["steps"]} == {"update", "orphan"}
+    assert {s["action"] for s in updated["steps"]} == {"update", "orphan", "refused", "unchanged"}
 
 
 def test_round_trip_through_a_file(example, tmp_path) -> None:
@@ -82,19 +82,21 @@ def test_markdown_puts_refusals_first_and_collapses_diffs(example) -> None:
     with ws.lock():
         apply_plan(plan, ws)
     daily = example / "datasets" / "org.example.weather.daily.yaml"
-    daily.write_text(daily.read_text().replace("- precip_mm DOUBLE", "").replace("observations", "obs"))
+    original = daily.read_text()
+    daily.write_text(original.replace("          - wind DOUBLE\n", "").replace("observations", "obs"))
     plan, _ = plan_project(config, PlanRequest())
     assert plan.has_refusals
     text = render_markdown(plan)
     assert text.index("[!CAUTION]") < text.index("| dataset |")
-    assert "removes or renames column 'precip_mm'" in text
-    assert "Plan: 0 to create, 0 to update, 1 unchanged, 1 refused." in text
+    assert "removes or renames column 'wind'" in text
+    assert "Plan: 0 to create, 0 to update, 6 unchanged, 1 refused." in text
+    daily.write_text(original)
     edit_only = example / "datasets" / "org.example.weather.monthly.yaml"
     edit_only.write_text(edit_only.read_text().replace("Monthly weather summary", "Monthly summary"))
-    daily.write_text(daily.read_text().replace("observations", "obs"))
     plan, _ = plan_project(config, PlanRequest())
     text = render_markdown(plan)
     assert [s.action for s in plan.steps].count(Action.UPDATE) >= 1
     assert "<details><summary><code>~ org.example.weather.monthly</code>" in text
     assert "```diff" in text
     assert re.search(r"\n- +description: Monthly weather summary", text)
+    assert "Plan: 0 to create, 1 to update, 6 unchanged, 0 refused." in text
