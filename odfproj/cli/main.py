@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -64,6 +65,10 @@ def main() -> None:
         fail("aborted", 1)
     except KeyboardInterrupt:
         fail("interrupted", 130)
+    except BrokenPipeError:
+        # `odfproj log X | head`: the reader left; Python would complain again when flushing stdout.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
     except Exception as e:
         show = getattr(e, "show", None)
         if callable(show) and isinstance(getattr(e, "exit_code", None), int):  # a usage error
