@@ -1,0 +1,222 @@
+"""Bring one derivative dataset up to date: pick the input slices, run the query, commit ExecuteTransform.
+
+``update_derivative`` is the only entry point the run orchestration needs. One call:
+
+1. reads the derivative's projection and resolves its SetTransform inputs (``did:odf`` ids) to
+   workspace datasets;
+2. for every input, computes the block interval ``(prevBlockHash, newBlockHash]`` and the offset
+   interval ``(prevOffset, newOffset]`` since the derivative's last ExecuteTransform;
+3. does nothing (no Spark work) when no input has new records and the transform is unchanged; commits
+   a data-less ExecuteTransform when only the inputs' watermarks moved;
+4. otherwise recomputes the query over the inputs' full current states, diffs it with the derivative's
+   own current state (:mod:`odfproj.transform.execute`) and commits the difference as one data slice,
+   plus a SetDataSchema before the first data.
+
+See docs/design/transforms.md for why the whole state is recomputed (batch independence).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from odfproj.engine.spark import SparkEngine, translating_errors
+from odfproj.odf import model
+from odfproj.odf.arrow_schema import encode_arrow_schema
+from odfproj.odf.timestamps import to_utc
+from odfproj.storage.dataset import Dataset
+from odfproj.storage.objects import logical_hash, physical_hash
+from odfproj.storage.projection import ChainProjection, InputPosition
+from odfproj.storage.workspace import Workspace
+from odfproj.transform.errors import TransformError
+from odfproj.transform.execute import compute_changes, write_changes
+from odfproj.transform.inputs import changelog_as_of, read_changelog, resolve_inputs
+
+__all__ = ["InputSlice", "TransformOutcome", "plan_inputs", "update_derivative"]
+
+
+@dataclass(frozen=True)
+class TransformOutcome:
+    """What one ``update_derivative`` call did."""
+
+    #: Records appended to the derivative (0 if none).
+    records: int
+    #: Whether a block was committed.
+    committed: bool
+    #: Why, in a few words, for run reports.
+    reason: str
+
+
+@dataclass(frozen=True)
+class InputSlice:
+    """One input's part in the next ExecuteTransform."""
+
+    alias: str
+    dataset: Dataset
+    projection: ChainProjection
+    query_input: model.ExecuteTransformInput
+
+    @property
+    def has_new_records(self) -> bool:
+        return self.query_input.new_offset is not None
+
+
+def _slice(alias: str, dataset: Dataset, last: InputPosition, derivative: str) -> InputSlice:
+    p = dataset.projection()
+    if last.new_offset is not None and (p.last_offset is None or p.last_offset < last.new_offset):
+        raise TransformError(
+            f"dataset {derivative}: input {alias} ends at offset {p.last_offset}, but offset "
+            f"{last.new_offset} was already consumed (was the input re-created?)"
+        )
+    new_block = p.head if p.head != last.new_block_hash else None
+    new_offset = p.last_offset if p.last_offset != last.new_offset else None
+    query_input = model.ExecuteTransformInput(
+        dataset_id=p.dataset_id,
+        prev_block_hash=last.new_block_hash,
+        new_block_hash=new_block,
+        prev_offset=last.new_offset,
+        new_offset=new_offset,
+    )
+    return InputSlice(alias, dataset, p, query_input)
+
+
+def plan_inputs(workspace: Workspace, dataset: Dataset) -> list[InputSlice]:
+    """Every input's block and offset interval since the derivative's last ExecuteTransform."""
+    p = dataset.projection()
+    if p.set_transform is None:
+        return []
+    return [
+        _slice(alias, input_dataset, p.inputs.get(dataset_id, InputPosition()), dataset.name)
+        for alias, dataset_id, input_dataset in resolve_inputs(
+            workspace, dataset.name, p.set_transform.inputs
+        )
+    ]
+
+
+def _output_watermark(p: ChainProjection, slices: list[InputSlice]) -> datetime | None:
+    """The least of the inputs' watermarks (none if an input has none), never behind the current one."""
+    marks = [s.projection.watermark for s in slices]
+    computed = min(marks) if marks and all(m is not None for m in marks) else None  # type: ignore[type-var]
+    if computed is None:
+        return p.watermark
+    if p.watermark is None:
+        return computed
+    return max(p.watermark, computed)
+
+
+def _transform_changed(dataset: Dataset, p: ChainProjection) -> bool:
+    """Whether the latest SetTransform came after the last ExecuteTransform (so results must be redone)."""
+    if not (p.has_data or p.inputs):
+        return False
+    set_at = max(
+        (d.sequence_number for d in p.definition_events if isinstance(d.event, model.SetTransform)),
+        default=-1,
+    )
+    for _hash, block in dataset.iter_blocks():
+        if block.sequence_number <= set_at:
+            return True
+        if isinstance(block.event, model.ExecuteTransform):
+            return False
+    return False
+
+
+def _sql(p: ChainProjection, name: str) -> model.TransformSql:
+    assert p.set_transform is not None
+    transform = p.set_transform.transform
+    if not isinstance(transform, model.TransformSql):
+        raise TransformError(
+            f"dataset {name}: only Sql transforms are supported, not {type(transform).__name__}"
+        )
+    return transform
+
+
+def update_derivative(
+    workspace: Workspace, name: str, engine: SparkEngine, system_time: datetime
+) -> TransformOutcome:
+    """Bring the derivative ``name`` up to date with its inputs; commit at most one ExecuteTransform.
+
+    ``system_time`` stamps the block and the ``system_time`` column of the new records. Raises
+    :class:`TransformError` (unknown input, changed schema), ``InvalidQueryError`` (a bad query),
+    ``EngineError`` (Spark failed) or a storage error (the head moved meanwhile); nothing is committed
+    then.
+    """
+    system_time = to_utc(system_time)
+    dataset = workspace.open(name)
+    p = dataset.projection()
+    if p.kind != model.DatasetKind.Derivative:
+        raise TransformError(f"dataset {name} is a root dataset; only derivatives have transforms")
+    if p.set_transform is None:
+        return TransformOutcome(0, False, "no transform defined")
+    transform = _sql(p, name)
+    slices = plan_inputs(workspace, dataset)
+    watermark = _output_watermark(p, slices)
+    prev_checkpoint = p.last_checkpoint.physical_hash if p.last_checkpoint else None
+    query_inputs = tuple(s.query_input for s in slices)
+    new_records = any(s.has_new_records for s in slices)
+    changed = _transform_changed(dataset, p)
+    if not new_records and not changed:
+        if watermark != p.watermark:
+            event = model.ExecuteTransform(
+                query_inputs=query_inputs,
+                prev_checkpoint=prev_checkpoint,
+                prev_offset=p.last_offset,
+                new_data=None,
+                new_checkpoint=None,
+                new_watermark=watermark,
+            )
+            dataset.append([event], expected_head=p.head, system_time=system_time)
+            return TransformOutcome(0, True, "watermark advanced (no new input records)")
+        return TransformOutcome(0, False, "no new input data")
+    waiting = [s.alias for s in slices if s.projection.schema is None]
+    if waiting:
+        return TransformOutcome(0, False, f"waiting for input {', '.join(waiting)} to get a data schema")
+
+    next_offset = 0 if p.last_offset is None else p.last_offset + 1
+    with tempfile.TemporaryDirectory(prefix="odfproj-transform-") as scratch:
+        path = Path(scratch) / "data.parquet"
+        with translating_errors(f"transform of {name}"):
+            session = engine.session
+            histories = {
+                s.alias: read_changelog(
+                    session, changelog_as_of(s.dataset, s.projection.head, s.projection.last_offset)
+                )
+                for s in slices
+            }
+            own = None
+            if p.has_data:
+                own = read_changelog(session, changelog_as_of(dataset, p.head, p.last_offset))
+            changes = compute_changes(engine, transform, histories, own, where=f"dataset {name}")
+            written = write_changes(changes, next_offset, system_time, path, p.arrow_schema)
+        events: list[model.MetadataEvent] = []
+        new_data = None
+        if written.count:
+            assert written.schema is not None
+            if p.arrow_schema is None:
+                events.append(model.SetDataSchema(schema=encode_arrow_schema(written.schema)))
+            new_data = model.DataSlice(
+                logical_hash=logical_hash(path),
+                physical_hash=physical_hash(path),
+                offset_interval=model.OffsetInterval(start=next_offset, end=next_offset + written.count - 1),
+                size=path.stat().st_size,
+            )
+        events.append(
+            model.ExecuteTransform(
+                query_inputs=query_inputs,
+                prev_checkpoint=prev_checkpoint,
+                prev_offset=p.last_offset,
+                new_data=new_data,
+                new_checkpoint=None,
+                new_watermark=watermark,
+            )
+        )
+        dataset.append(
+            events,
+            expected_head=p.head,
+            system_time=system_time,
+            data_file=path if new_data is not None else None,
+        )
+    if written.count:
+        return TransformOutcome(written.count, True, f"appended {written.count} records")
+    return TransformOutcome(0, True, "inputs consumed, the result did not change")

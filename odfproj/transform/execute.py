@@ -1,0 +1,244 @@
+"""The heart of a derivative update: full recomputation, then the changelog that turns old into new.
+
+``compute_changes`` materialises every input's current state from its changelog, runs the query over
+those states, projects the derivative's own changelog onto its current state, and returns the
+difference as ``+A``/``-R`` records. ``write_changes`` numbers them in a deterministic order and writes
+them as one Parquet file in the common data schema. Both the live update (``coordinator``) and the
+re-execution of a recorded block (``reproduce``) go through these two functions, so a recorded block
+reproduces exactly when its inputs do.
+
+States are *multisets*: a row may occur several times. Every record counts ``+1`` (``+A``, ``+C``) or
+``-1`` (``-R``, ``-C``) for the row it carries (all state columns, ``event_time`` included: a
+retraction carries the retracted row exactly), and a state holds each row as many times as its count.
+This needs no primary key and does not depend on how the records were split into blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from odfproj.engine.contract import InvalidQueryError
+from odfproj.engine.spark import SparkEngine, write_parquet_file
+from odfproj.odf import data_schema, model
+from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_COLUMNS, SYSTEM_TIME, Op
+from odfproj.transform.errors import TransformError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+__all__ = ["WrittenChanges", "compute_changes", "multiset_state", "state_columns", "write_changes"]
+
+_COUNT = "__odfproj_count"
+_COPY = "__odfproj_copy"
+_ASSERTING = (int(Op.APPEND), int(Op.CORRECT_TO))
+
+
+def _col(name: str) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def state_columns(history: DataFrame) -> list[str]:
+    """The columns of a state: ``event_time`` and the user columns (no offset, op, system_time)."""
+    return [c for c in history.columns if c not in (OFFSET, OP, SYSTEM_TIME)]
+
+
+def _signed_counts(history: DataFrame, columns: Sequence[str], factor: int = 1) -> DataFrame:
+    """``columns`` + the net count of each distinct row of the changelog ``history``, times ``factor``."""
+    from pyspark.sql import functions as F
+
+    sign = F.when(_col(OP).isin(*_ASSERTING), F.lit(factor)).otherwise(F.lit(-factor)).cast("long")
+    return history.groupBy(*[_col(c) for c in columns]).agg(F.sum(sign).alias(_COUNT))
+
+
+def _repeat(counted: DataFrame, columns: Sequence[str], count: Column) -> DataFrame:
+    """Every row of ``counted`` repeated ``count`` times (``count`` >= 1)."""
+    from pyspark.sql import functions as F
+
+    repeated = counted.withColumn(_COPY, F.explode(F.array_repeat(F.lit(True), count.cast("int"))))
+    return repeated.select(*[_col(c) for c in columns], *[c for c in repeated.columns if c == OP])
+
+
+def multiset_state(history: DataFrame) -> DataFrame:
+    """The rows ``history`` (a changelog in the common data schema) leaves current, with multiplicity."""
+    columns = state_columns(history)
+    counted = _signed_counts(history, columns).where(_col(_COUNT) > 0)
+    return _repeat(counted, columns, _col(_COUNT))
+
+
+def _check_result(result: DataFrame, where: str) -> DataFrame:
+    """The query's output with a proper ``event_time``; refuse reserved or duplicate column names."""
+    from pyspark.sql import types as T
+
+    names = result.columns
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise InvalidQueryError(
+            f"{where}: the query outputs the column {', '.join(map(repr, duplicates))} more than once; "
+            "give every output column its own name"
+        )
+    reserved = [c for c in (OFFSET, OP, SYSTEM_TIME) if c in names]
+    if reserved:
+        raise InvalidQueryError(
+            f"{where}: the query outputs {', '.join(map(repr, reserved))}, which the transform sets itself; "
+            "do not select system columns other than event_time"
+        )
+    if EVENT_TIME not in names:
+        raise InvalidQueryError(
+            f"{where}: the query result has no {EVENT_TIME!r} column; a derivative's query must produce "
+            "its event time (for an aggregation, e.g. `max(event_time) AS event_time`)"
+        )
+    data_type = result.schema[EVENT_TIME].dataType
+    if isinstance(data_type, T.DateType | T.TimestampNTZType):
+        return result.withColumn(EVENT_TIME, _col(EVENT_TIME).cast("timestamp"))
+    if not isinstance(data_type, T.TimestampType):
+        raise InvalidQueryError(
+            f"{where}: the query's {EVENT_TIME!r} column is {data_type.simpleString()}, "
+            "it must be a timestamp or a date"
+        )
+    return result
+
+
+def compute_changes(
+    engine: SparkEngine,
+    transform: model.TransformSql,
+    inputs: Mapping[str, DataFrame],
+    own_history: DataFrame | None,
+    *,
+    where: str,
+) -> DataFrame:
+    """The records that turn the derivative's current state into the query's result over ``inputs``.
+
+    ``inputs`` are the inputs' changelogs by alias; ``own_history`` the derivative's changelog so far
+    (``None``: no data yet). Returns ``op`` (``+A``/``-R``), ``event_time`` and the user columns, in the
+    query's column order, unordered.
+    """
+    from pyspark.sql import functions as F
+
+    states = {alias: multiset_state(history) for alias, history in inputs.items()}
+    result = _check_result(engine.query(states, transform), where)
+    columns = [EVENT_TIME, *(c for c in result.columns if c != EVENT_TIME)]
+    result = result.select(*[_col(c) for c in columns])
+    new = result.groupBy(*[_col(c) for c in columns]).agg(F.count(F.lit(1)).cast("long").alias(_COUNT))
+    if own_history is not None:
+        own_columns = state_columns(own_history)
+        if sorted(own_columns) != sorted(columns):
+            raise TransformError(
+                f"{where}: the query outputs the columns {', '.join(columns)} but the dataset holds "
+                f"{', '.join(own_columns)}; a derivative's columns cannot change (create a new dataset)"
+            )
+        new_types = {f.name: f.dataType for f in result.schema.fields}
+        changed = [
+            f"{f.name} ({f.dataType.simpleString()} -> {new_types[f.name].simpleString()})"
+            for f in own_history.schema.fields
+            if f.name in new_types and f.dataType.simpleString() != new_types[f.name].simpleString()
+        ]
+        if changed:
+            raise TransformError(
+                f"{where}: the query changes the type of {', '.join(changed)}; a derivative's column "
+                "types cannot change (create a new dataset)"
+            )
+        columns = own_columns  # the stored column order wins over the query's
+        old = _signed_counts(own_history, columns, factor=-1)
+        new = new.unionByName(old).groupBy(*[_col(c) for c in columns]).agg(F.sum(_COUNT).alias(_COUNT))
+    changed_rows = new.where(_col(_COUNT) != 0).withColumn(
+        OP,
+        F.when(_col(_COUNT) > 0, F.lit(int(Op.APPEND))).otherwise(F.lit(int(Op.RETRACT))).cast("int"),
+    )
+    repeated = _repeat(changed_rows, columns, F.abs(_col(_COUNT)))
+    return repeated.select(_col(OP), *[_col(c) for c in columns])
+
+
+def _sort_key(df: DataFrame, name: str) -> Column:
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    data_type = df.schema[name].dataType
+    if isinstance(data_type, T.MapType):  # maps are not orderable: order by their JSON text
+        return F.to_json(_col(name)).asc_nulls_first()
+    return _col(name).asc_nulls_first()
+
+
+def _utc_literal(moment: datetime) -> str:
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment.isoformat(sep=" ", timespec="milliseconds")
+
+
+@dataclass(frozen=True)
+class WrittenChanges:
+    """What ``write_changes`` wrote: the record count and (when non-empty) the file's Arrow schema."""
+
+    count: int
+    schema: pa.Schema | None
+
+
+def output_schema(written: pa.Schema, declared: pa.Schema | None) -> pa.Schema:
+    """The schema a new data file must have: ``declared`` (the dataset's), else ``written`` normalised.
+
+    Spark's nullability depends on the plan (``count(*)`` is NOT NULL on a first run, nullable once
+    unioned with the stored state), so it is not taken from Spark: the system columns follow the common
+    data schema and every other column is nullable. Raises :class:`TransformError` if the names or
+    types differ from ``declared``.
+    """
+    system = {f.name: f for f in data_schema.system_fields()}
+    normalised = pa.schema([system.get(f.name, f.with_nullable(True)) for f in written])
+    if declared is None:
+        return normalised
+    if [(f.name, f.type) for f in declared] != [(f.name, f.type) for f in normalised]:
+        raise TransformError(
+            f"the transform's output schema ({_describe(normalised)}) differs from the dataset's "
+            f"({_describe(declared)}); a derivative's columns cannot change (create a new dataset)"
+        )
+    return declared
+
+
+def _describe(schema: pa.Schema) -> str:
+    return ", ".join(f"{f.name} {f.type}" for f in schema)
+
+
+def write_changes(
+    changes: DataFrame, next_offset: int, system_time: datetime, path: Path, declared: pa.Schema | None
+) -> WrittenChanges:
+    """Number ``changes`` from ``next_offset`` in a fixed order and write them as one Parquet file.
+
+    Order: retractions before appends, then ``event_time``, then every user column (ascending, nulls
+    first). Rows that tie are identical, so the file's content does not depend on Spark's partitioning.
+    The file gets the schema of :func:`output_schema` (``declared``: the derivative's data schema, if it
+    has one). Nothing is written when there are no changes.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    data_columns = [c for c in changes.columns if c not in SYSTEM_COLUMNS]
+    order = [
+        _col(OP).desc(),
+        _col(EVENT_TIME).asc_nulls_first(),
+        *(_sort_key(changes, c) for c in data_columns),
+    ]
+    # One window over one partition: its output is already in offset order.
+    window = Window.orderBy(*order)
+    out = changes.select(
+        (F.row_number().over(window) - 1 + F.lit(next_offset)).cast("long").alias(OFFSET),
+        _col(OP),
+        F.lit(_utc_literal(system_time)).cast("timestamp").alias(SYSTEM_TIME),
+        _col(EVENT_TIME),
+        *(_col(c) for c in data_columns),
+    )
+    count = write_parquet_file(out, path, skip_empty=True)
+    if not count:
+        return WrittenChanges(0, None)
+    table = pq.read_table(path)
+    schema = output_schema(table.schema.remove_metadata(), declared)
+    if not table.schema.remove_metadata().equals(schema):
+        table = table.select(schema.names).cast(schema)
+        pq.write_table(table, path)
+    return WrittenChanges(count, schema)
