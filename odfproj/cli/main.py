@@ -8,7 +8,7 @@ import sys
 import typer
 
 from odfproj import ODF_SPEC_VERSION, __version__
-from odfproj.cli import apply, block, fmt, init, lineage, log, plan, validate, verify
+from odfproj.cli import apply, block, fmt, ingest, init, lineage, log, plan, query, run, validate, verify
 from odfproj.cli.context import CliState, fail
 from odfproj.errors import OdfprojError
 
@@ -29,6 +29,9 @@ app.command("apply")(apply.apply)
 app.command("log")(log.log)
 app.command("verify")(verify.verify)
 app.command("lineage")(lineage.lineage)
+app.command("ingest")(ingest.ingest)
+app.command("run")(run.run)
+app.command("query")(query.query)
 
 
 def _version(value: bool) -> None:

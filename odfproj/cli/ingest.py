@@ -1,0 +1,81 @@
+"""``odfproj ingest DATASET FILE... [--source NAME]``: push files (or stdin, ``-``) into a root dataset."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import typer
+
+from odfproj.cli.context import CliState
+from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, TargetOption
+from odfproj.engine.session import SparkSessionHolder
+from odfproj.engine.spark import SparkEngine
+from odfproj.errors import OdfprojError
+from odfproj.ingest.push import ingest_push
+from odfproj.project.config import ProjectConfig, load_project
+from odfproj.run.run import spark_settings
+from odfproj.storage.workspace import Workspace
+
+STDIN = "-"
+
+
+def ingest(
+    ctx: typer.Context,
+    dataset: str = typer.Argument(..., help="The root dataset to push into."),
+    files: list[str] = typer.Argument(
+        ..., help="Files to ingest, all in the source's format; `-` reads stdin."
+    ),
+    source: str | None = typer.Option(
+        None, "--source", help="The push source (AddPushSource) to use; needed when there are several."
+    ),
+    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP),
+    project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP),
+    target: str | None = TargetOption,
+) -> None:
+    """Read FILEs through the push source's read, preprocess and merge steps and commit them as one block."""
+    state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
+    config = _project(project, required=workspace is None)
+    opened = Workspace(workspace) if workspace is not None else Workspace(config.workspace(target))  # type: ignore[union-attr]
+    if files.count(STDIN) > 1:
+        raise OdfprojError("`-` (stdin) may be given only once")
+    handle = opened.open(dataset)
+    holder = SparkSessionHolder(spark_settings(config, target, verbose=state.verbose))
+    work = Path(tempfile.mkdtemp(prefix="odfproj-push-"))
+    try:
+        paths: list[Path] = []
+        names: list[str] = []
+        for item in files:
+            if item == STDIN:
+                path = work / "stdin"
+                with open(path, "wb") as out:
+                    shutil.copyfileobj(sys.stdin.buffer, out)
+                paths.append(path)
+                names.append("<stdin>")
+            else:
+                paths.append(Path(item))
+                names.append(item)
+        result = ingest_push(
+            handle, SparkEngine(holder), paths, source_name=source, display_names=names, work_dir=work
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        holder.stop()
+    if result.up_to_date:
+        typer.echo(f"{dataset}: nothing to add (source {result.source})")
+    else:
+        head = result.items[-1].head
+        typer.echo(
+            f"{dataset}: added {result.records_added} record(s) from source {result.source} -> {head[:20]}…"
+        )
+
+
+def _project(project: Path | None, *, required: bool) -> ProjectConfig | None:
+    if required:
+        return load_project(project)
+    try:
+        return load_project(project)
+    except OdfprojError:
+        return None  # --workspace without a project: default Spark settings

@@ -1,0 +1,372 @@
+"""``odfproj run``: apply the definitions, then bring every selected dataset's data up to date.
+
+Order of work, all under the workspace lock:
+
+1. Plan and apply the selected manifests exactly like ``odfproj apply`` (a plan with refused changes
+   stops the run before anything is written).
+2. Walk the selected datasets in topological order (inputs first). A root with a polling source is
+   ingested (:func:`odfproj.ingest.pipeline.ingest_polling`); a derivative is updated by
+   ``odfproj.transform.coordinator.update_derivative`` when that module is available, else recorded
+   as skipped; anything else (a root fed only by push sources) is skipped with the reason.
+3. A dataset that fails is recorded with its one-line error; its downstream datasets are skipped
+   (their inputs did not advance) and every other dataset still runs.
+
+With ``threads > 1`` independent datasets run at the same time, dbt-style: a dataset starts once all
+its selected upstream datasets have finished. The Spark session is shared (the engine isolates each
+operation in its own child session) and created only when some dataset has data to process.
+
+The outcome is returned as a :class:`RunResult`, reported through ``on_event`` as it happens, and
+written to ``<workspace>/run_results.json`` (like dbt's ``target/run_results.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from odfproj import __version__
+from odfproj.engine.session import SparkSessionHolder, SparkSettings
+from odfproj.engine.spark import SparkEngine
+from odfproj.errors import OdfprojError
+from odfproj.ingest.pipeline import ingest_polling
+from odfproj.odf import model
+from odfproj.odf.timestamps import format_rfc3339
+from odfproj.plan.sources import PlanRequest, plan_project
+from odfproj.project.config import ProjectConfig
+from odfproj.run.apply import ApplyResult, apply_plan, check_plan
+from odfproj.storage.fsutil import replace_atomic
+from odfproj.storage.workspace import Workspace
+
+__all__ = [
+    "RUN_RESULTS_FILE",
+    "DatasetRun",
+    "RunEvent",
+    "RunResult",
+    "Status",
+    "Work",
+    "run_project",
+    "spark_settings",
+    "write_run_results",
+]
+
+#: Written into the workspace folder after every run.
+RUN_RESULTS_FILE = "run_results.json"
+
+
+class Status(StrEnum):
+    SUCCESS = "success"
+    ERROR = "error"
+    SKIPPED = "skipped"
+
+
+class Work(StrEnum):
+    """What a dataset needed."""
+
+    INGEST = "ingest"
+    TRANSFORM = "transform"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class DatasetRun:
+    """The outcome for one dataset."""
+
+    dataset: str
+    work: Work
+    status: Status
+    records_added: int = 0
+    blocks_added: int = 0
+    seconds: float = 0.0
+    #: The error, the reason for a skip, or a short note ("up to date").
+    message: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "unique_id": self.dataset,
+            "work": self.work.value,
+            "status": self.status.value,
+            "records_added": self.records_added,
+            "blocks_added": self.blocks_added,
+            "execution_time": round(self.seconds, 3),
+            "message": self.message,
+        }
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """Progress: ``phase`` is ``start`` (``result`` is ``None``) or ``finish``."""
+
+    dataset: str
+    phase: str
+    work: Work
+    result: DatasetRun | None = None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    project: str
+    target: str | None
+    workspace: Path
+    started_at: datetime
+    seconds: float
+    results: tuple[DatasetRun, ...]
+    apply: ApplyResult | None = field(default=None, repr=False)
+
+    @property
+    def failed(self) -> tuple[DatasetRun, ...]:
+        return tuple(r for r in self.results if r.status is Status.ERROR)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    @property
+    def records_added(self) -> int:
+        return sum(r.records_added for r in self.results)
+
+    def summary(self) -> str:
+        counts = {s: sum(1 for r in self.results if r.status is s) for s in Status}
+        return (
+            f"Run complete in {self.seconds:.1f}s: {counts[Status.SUCCESS]} succeeded, "
+            f"{counts[Status.ERROR]} failed, {counts[Status.SKIPPED]} skipped; "
+            f"{self.records_added} record(s) added."
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "metadata": {
+                "odfproj_version": __version__,
+                "generated_at": format_rfc3339(datetime.now(UTC).replace(microsecond=0)),
+                "project": self.project,
+                "target": self.target,
+            },
+            "started_at": format_rfc3339(self.started_at.replace(microsecond=0)),
+            "elapsed_time": round(self.seconds, 3),
+            "results": [r.to_json() for r in self.results],
+        }
+
+
+def run_project(
+    config: ProjectConfig,
+    request: PlanRequest,
+    *,
+    holder: SparkSessionHolder,
+    threads: int = 1,
+    on_event: Callable[[RunEvent], None] | None = None,
+    system_time: datetime | None = None,
+    environ: Mapping[str, str] | None = None,
+    lock_timeout: float | None = None,
+) -> RunResult:
+    """Apply the selected definitions, then ingest/transform every selected dataset (see module doc)."""
+    started = datetime.now(UTC)
+    clock = time.monotonic()
+    plan, snapshot = plan_project(config, request, environ=environ)
+    workspace = Workspace(snapshot.workspace)
+    engine = SparkEngine(holder)
+    environ = dict(os.environ) if environ is None else environ
+    with workspace.lock(purpose="odfproj run", timeout=lock_timeout):
+        check_plan(plan, workspace)  # refusals stop the run before anything is written
+        applied = apply_plan(plan, workspace) if plan.has_changes else None
+        order = snapshot.graph.topological_order(snapshot.selection.names)
+        upstream = {n: set(snapshot.graph.upstream(n)) & set(order) for n in order}
+        downstream = {n: set(snapshot.graph.downstream(n)) & set(order) for n in order}
+
+        def work_on(name: str) -> DatasetRun:
+            return _run_dataset(workspace, name, engine, config.root, system_time, environ, on_event)
+
+        results = _schedule(order, upstream, downstream, work_on, max(1, threads), on_event)
+        result = RunResult(
+            project=config.name,
+            target=request.target,
+            workspace=workspace.root,
+            started_at=started,
+            seconds=time.monotonic() - clock,
+            results=tuple(results[n] for n in order),
+            apply=applied,
+        )
+        write_run_results(result)
+    return result
+
+
+def spark_settings(
+    config: ProjectConfig | None, target: str | None, *, verbose: bool = False
+) -> SparkSettings:
+    """The Spark settings of ``target`` (its master and ``spark_conf``); defaults without a project."""
+    if config is None:
+        return SparkSettings(verbose=verbose)
+    chosen = config.target(target)
+    return SparkSettings(master=chosen.spark_master, conf=dict(chosen.spark_conf), verbose=verbose)
+
+
+def write_run_results(result: RunResult) -> Path:
+    path = result.workspace / RUN_RESULTS_FILE
+    replace_atomic(path, (json.dumps(result.to_json(), indent=2) + "\n").encode(), durable=False)
+    return path
+
+
+# --- scheduling ----------------------------------------------------------------------------------
+
+
+def _schedule(
+    order: tuple[str, ...],
+    upstream: Mapping[str, set[str]],
+    downstream: Mapping[str, set[str]],
+    work_on: Callable[[str], DatasetRun],
+    threads: int,
+    on_event: Callable[[RunEvent], None] | None,
+) -> dict[str, DatasetRun]:
+    """Run ``work_on`` for every dataset once its upstream finished; skip the downstream of failures."""
+    results: dict[str, DatasetRun] = {}
+
+    def skip_downstream(failed: str) -> None:
+        for name in order:
+            if name in downstream[failed] and name not in results:
+                # Only derivatives have upstream datasets.
+                skipped = DatasetRun(
+                    name, Work.TRANSFORM, Status.SKIPPED, message=f"upstream dataset {failed} failed"
+                )
+                results[name] = skipped
+                _emit(on_event, RunEvent(name, "finish", Work.TRANSFORM, skipped))
+
+    def ready() -> list[str]:
+        return [
+            n
+            for n in order
+            if n not in results and n not in running and all(u in results for u in upstream[n])
+        ]
+
+    running: dict[str, Future[DatasetRun]] = {}
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="odfproj-run") as pool:
+        while len(results) < len(order):
+            for name in ready():
+                if len(running) >= threads:
+                    break
+                running[name] = pool.submit(work_on, name)
+            if not running:  # pragma: no cover - the graph is acyclic, so something is always ready
+                break
+            done, _ = wait(list(running.values()), return_when=FIRST_COMPLETED)
+            for name, future in list(running.items()):
+                if future in done:
+                    del running[name]
+                    outcome = future.result()
+                    results[name] = outcome
+                    if outcome.status is Status.ERROR:
+                        skip_downstream(name)
+    return results
+
+
+def _emit(on_event: Callable[[RunEvent], None] | None, event: RunEvent) -> None:
+    if on_event is not None:
+        on_event(event)
+
+
+# --- one dataset ---------------------------------------------------------------------------------
+
+
+def _run_dataset(
+    workspace: Workspace,
+    name: str,
+    engine: SparkEngine,
+    project_root: Path,
+    system_time: datetime | None,
+    environ: Mapping[str, str],
+    on_event: Callable[[RunEvent], None] | None,
+) -> DatasetRun:
+    clock = time.monotonic()
+    work = Work.NONE
+    if not workspace.exists(name):
+        result = DatasetRun(name, work, Status.SKIPPED, message="not in the workspace")
+        _emit(on_event, RunEvent(name, "finish", work, result))
+        return result
+    try:
+        dataset = workspace.open(name)
+        projection = dataset.projection()
+        if projection.kind is model.DatasetKind.Derivative:
+            work = Work.TRANSFORM
+        elif projection.set_polling_source is not None:
+            work = Work.INGEST
+        _emit(on_event, RunEvent(name, "start", work))
+        if work is Work.INGEST:
+            ingested = ingest_polling(
+                dataset, engine, project_root=project_root, system_time=system_time, environ=environ
+            )
+            result = DatasetRun(
+                name,
+                work,
+                Status.SUCCESS,
+                records_added=ingested.records_added,
+                blocks_added=ingested.blocks_added,
+                message="up to date" if ingested.up_to_date else "",
+            )
+        elif work is Work.TRANSFORM:
+            result = _transform(workspace, name, engine, system_time, dataset.head())
+        else:
+            result = DatasetRun(name, work, Status.SKIPPED, message="no polling source (push-only root)")
+    except OdfprojError as e:
+        result = DatasetRun(name, work, Status.ERROR, message=str(e))
+    except Exception as e:  # a bug must not stop the other datasets; it is reported as one
+        result = DatasetRun(
+            name, work, Status.ERROR, message=f"internal error: {type(e).__name__}: {e} (this is a bug)"
+        )
+    result = _timed(result, time.monotonic() - clock)
+    _emit(on_event, RunEvent(name, "finish", work, result))
+    return result
+
+
+def _timed(result: DatasetRun, seconds: float) -> DatasetRun:
+    return DatasetRun(
+        result.dataset,
+        result.work,
+        result.status,
+        result.records_added,
+        result.blocks_added,
+        seconds,
+        result.message,
+    )
+
+
+def _transform(
+    workspace: Workspace, name: str, engine: SparkEngine, system_time: datetime | None, head_before: Any
+) -> DatasetRun:
+    """Update a derivative through the transform coordinator, if this build has one."""
+    try:
+        from odfproj.transform import coordinator  # type: ignore[attr-defined]
+
+        update = coordinator.update_derivative
+    except (ImportError, AttributeError):
+        return DatasetRun(name, Work.TRANSFORM, Status.SKIPPED, message="transforms are not available yet")
+    outcome = update(workspace, name, engine, system_time or datetime.now(UTC))
+    records = _records_of(outcome)
+    blocks = _blocks_since(workspace, name, head_before)
+    reason = getattr(outcome, "reason", None)
+    note = (reason if isinstance(reason, str) and reason else "up to date") if blocks == 0 else ""
+    return DatasetRun(
+        name, Work.TRANSFORM, Status.SUCCESS, records_added=records, blocks_added=blocks, message=note
+    )
+
+
+def _records_of(outcome: Any) -> int:
+    if isinstance(outcome, int) and not isinstance(outcome, bool):
+        return outcome
+    for attribute in ("records_added", "num_records", "records"):
+        value = getattr(outcome, attribute, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return 0
+
+
+def _blocks_since(workspace: Workspace, name: str, head_before: Any) -> int:
+    count = 0
+    for block_hash, _ in workspace.open(name).iter_blocks():
+        if block_hash == head_before:
+            break
+        count += 1
+    return count
