@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from odfproj.cli.context import stderr_console
 from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, resolve_workspace
+from odfproj.odf import model
 from odfproj.storage.verify import verify_dataset
 
 
@@ -18,22 +20,48 @@ def verify(
         "--integrity",
         help="Also re-hash every data file and checkpoint (physical and logical hash): reads all data.",
     ),
+    reproduce: bool = typer.Option(
+        False,
+        "--reproduce",
+        help="Also re-execute every recorded transform of each derivative and compare logical hashes "
+        "(starts Spark).",
+    ),
     workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP),
     project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP),
 ) -> None:
-    """Verify block hashes, chain invariants and data files; exit 1 if anything is wrong."""
+    """Verify block hashes, chain invariants and data files; exit 1 if anything is wrong.
+
+    With --reproduce, every ExecuteTransform is re-run from the input data it recorded, and a result
+    whose logical hash differs from the recorded one is reported naming the block.
+    """
     opened = resolve_workspace(workspace, project)
     names = datasets or opened.list_datasets()
     bad = 0
     count = 0
+    engine = _engine() if reproduce else None
     for name in names:
-        problems = verify_dataset(opened.open(name), integrity=integrity)
+        dataset = opened.open(name)
+        problems = [str(p) for p in verify_dataset(dataset, integrity=integrity)]
+        if engine is not None and not problems and dataset.kind is model.DatasetKind.Derivative:
+            from odfproj.transform.reproduce import reproduce_all
+
+            results = reproduce_all(opened, dataset.name, engine)
+            problems += [r.message for r in results if not r.ok]
+            if not problems:
+                typer.echo(f"{dataset.name}: {len(results)} transform(s) reproduced")
         count += len(problems)
         bad += bool(problems)
         for problem in problems:
-            typer.echo(str(problem))
+            typer.echo(problem)
     noun = "dataset" if len(names) == 1 else "datasets"
     if bad:
         stderr_console().print(f"{count} problem(s) in {bad} of {len(names)} {noun}", markup=False)
         raise typer.Exit(1)
     typer.echo(f"{len(names)} {noun} verified")
+
+
+def _engine() -> Any:
+    from odfproj.engine.session import SparkSessionHolder, SparkSettings
+    from odfproj.engine.spark import SparkEngine
+
+    return SparkEngine(SparkSessionHolder(SparkSettings(master="local[*]")))

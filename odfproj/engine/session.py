@@ -50,6 +50,7 @@ class SparkSettings:
 
     def effective_conf(self) -> dict[str, str]:
         merged = dict(BASE_CONF)
+        merged["spark.driver.extraJavaOptions"] = _log_options(self.verbose)
         merged.update({str(k): str(v) for k, v in self.conf.items()})
         return merged
 
@@ -115,6 +116,15 @@ class SparkSessionHolder:
             if self._session is not None:
                 self._session.stop()
                 self._session = None
+
+
+def _log_options(verbose: bool) -> str:
+    """JVM options pointing log4j2 at odfproj's quiet configuration (WARN with -v)."""
+    from importlib import resources
+
+    config = resources.files("odfproj") / "resources" / "spark" / "log4j2.properties"
+    level = "warn" if verbose else "error"
+    return f"-Dlog4j2.configurationFile=file:{config} -Dodfproj.log.level={level}"
 
 
 def _python() -> str:

@@ -100,3 +100,33 @@ def read_valid_rows(
     if offsets.size and (offsets.min() < start or offsets.max() > end):
         raise StateIndexError(f"{path}: holds offsets outside its block's interval {start}..{end}")
     return table.filter(pa.array(member[offsets - start]))
+
+
+def read_changelog(dataset: Dataset, *, limit: int | None = None, newest: bool = False) -> pa.Table:
+    """The dataset's records as stored: every ``+A/-R/-C/+C`` row in offset order (or newest first).
+
+    Reads only as many data files as ``limit`` needs: the chain says which offsets each file holds.
+    """
+    projection = dataset.projection()
+    schema = projection.arrow_schema
+    if schema is None:
+        return pa.table({})
+    slices = []
+    for _, block in dataset.iter_blocks():  # newest first
+        event = block.event
+        if isinstance(event, DATA_EVENTS) and event.new_data is not None:
+            slices.append(event.new_data)
+    if not newest:
+        slices.reverse()
+    parts: list[pa.Table] = []
+    rows = 0
+    for data_slice in slices:
+        if limit is not None and rows >= limit:
+            break
+        table = pq.read_table(dataset.layout.data_path(data_slice.physical_hash)).cast(schema)
+        if newest:
+            table = table.take(pa.array(range(table.num_rows - 1, -1, -1)))
+        parts.append(table)
+        rows += table.num_rows
+    table = pa.concat_tables(parts) if parts else schema.empty_table()
+    return table.slice(0, limit) if limit is not None else table

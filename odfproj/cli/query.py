@@ -1,0 +1,93 @@
+"""``odfproj query DATASET``: a dataset's rows, read straight from its Parquet files (no JVM).
+
+By default a dataset with a primary key shows its current state (latest valid row per key, from
+the state index) and any other dataset its changelog; ``--changelog`` and ``--state`` choose.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from datetime import datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, resolve_workspace
+from odfproj.errors import OdfprojError
+from odfproj.odf.multiformats import Multihash
+from odfproj.odf.timestamps import parse_rfc3339
+from odfproj.state.dataset_index import primary_key_of
+from odfproj.state.read import read_changelog, read_state
+
+
+class QueryFormat(enum.StrEnum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+def query(
+    dataset: str = typer.Argument(..., help="Dataset name (case-insensitive)."),
+    limit: int = typer.Option(20, "--limit", "-n", min=0, help="At most this many rows (0: all)."),
+    output_format: QueryFormat = typer.Option(QueryFormat.table, "--format", help="table, csv or json lines."),
+    changelog: bool = typer.Option(False, "--changelog", help="Every record as stored, with offset and op."),
+    state: bool = typer.Option(False, "--state", help="The latest valid row per primary key."),
+    as_at: str | None = typer.Option(
+        None,
+        "--as-at",
+        help="With --state: the state as known at an RFC 3339 system time or after a block hash.",
+    ),
+    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP),
+    project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP),
+) -> None:
+    """Show a dataset's rows: its current state (datasets with a primary key) or its changelog."""
+    if changelog and (state or as_at):
+        raise OdfprojError("--changelog shows every record; it cannot be combined with --state or --as-at")
+    opened = resolve_workspace(workspace, project).open(dataset)
+    keyed = bool(primary_key_of(opened.projection()))
+    if (state or as_at) and not keyed:
+        raise OdfprojError(
+            f"dataset {opened.name} declares no primary key, so it has no per-key state; use --changelog"
+        )
+    if changelog or not keyed:
+        table = read_changelog(opened, limit=limit or None)
+    else:
+        table = read_state(opened, as_at=_as_at(as_at) if as_at else None)
+        table = table.slice(0, limit) if limit else table
+    _print(table, output_format)
+
+
+def _as_at(text: str) -> datetime | Multihash:
+    try:
+        return Multihash.from_multibase(text)
+    except Exception:  # not a hash: try a time
+        pass
+    try:
+        return parse_rfc3339(text)
+    except Exception:
+        raise OdfprojError(f"--as-at {text!r}: expected an RFC 3339 time or a block hash") from None
+
+
+def _print(table: pa.Table, output_format: QueryFormat) -> None:
+    if output_format is QueryFormat.csv:
+        sink = pa.BufferOutputStream()
+        pacsv.write_csv(table, sink)
+        typer.echo(sink.getvalue().to_pybytes().decode(), nl=False)
+        return
+    rows = table.to_pylist()
+    if output_format is QueryFormat.json:
+        for row in rows:
+            typer.echo(json.dumps(row, default=str))
+        return
+    out = Table(show_header=True, header_style="bold")
+    for name in table.column_names:
+        out.add_column(name)
+    for row in rows:
+        out.add_row(*("" if v is None else str(v) for v in row.values()))
+    Console().print(out)
+    typer.echo(f"({table.num_rows} row(s))")
