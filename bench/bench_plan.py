@@ -91,7 +91,9 @@ def generate(root: Path, count: int) -> None:
             text = ROOT.format(name=name)
         else:
             picks = rng.sample(names, k=min(len(names), rng.choice((1, 2))))
-            inputs = "\n".join(f"        - datasetRef: {p}\n          alias: in{j}" for j, p in enumerate(picks))
+            inputs = "\n".join(
+                f"        - datasetRef: {p}\n          alias: in{j}" for j, p in enumerate(picks)
+            )
             text = DERIVATIVE.format(name=name, inputs=inputs, first="in0")
         (root / "datasets" / f"{name}.yaml").write_text(text)
         names.append(name)

@@ -34,7 +34,9 @@ class QueryFormat(enum.StrEnum):
 def query(
     dataset: str = typer.Argument(..., help="Dataset name (case-insensitive)."),
     limit: int = typer.Option(20, "--limit", "-n", min=0, help="At most this many rows (0: all)."),
-    output_format: QueryFormat = typer.Option(QueryFormat.table, "--format", help="table, csv or json lines."),
+    output_format: QueryFormat = typer.Option(
+        QueryFormat.table, "--format", help="table, csv or json lines."
+    ),
     changelog: bool = typer.Option(False, "--changelog", help="Every record as stored, with offset and op."),
     state: bool = typer.Option(False, "--state", help="The latest valid row per primary key."),
     as_at: str | None = typer.Option(
@@ -88,6 +90,18 @@ def _print(table: pa.Table, output_format: QueryFormat) -> None:
     for name in table.column_names:
         out.add_column(name)
     for row in rows:
-        out.add_row(*("" if v is None else str(v) for v in row.values()))
-    Console().print(out)
+        out.add_row(*(_cell(v) for v in row.values()))
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=200)  # piped or in CI: do not squeeze columns into 80 characters
+    console.print(out)
     typer.echo(f"({table.num_rows} row(s))")
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        text = value.isoformat(sep=" ", timespec="milliseconds" if value.microsecond else "seconds")
+        return text.replace("+00:00", "Z")
+    return str(value)
