@@ -20,17 +20,32 @@ def shared_dir() -> Path:
     return SHARED_DIR
 
 
+def _test_spark_settings():
+    from odfproj.engine.session import SparkSettings
+
+    return SparkSettings(
+        master="local[2]",
+        app_name="odfproj-tests",
+        conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+    )
+
+
 @pytest.fixture(scope="session")
 def spark():
     """The one SparkSession of the test run (local[2], UI off, 2 shuffle partitions); mark tests ``spark``."""
-    from odfproj.engine.session import SparkSessionHolder, SparkSettings
+    from odfproj.engine.session import SparkSessionHolder
 
-    holder = SparkSessionHolder(
-        SparkSettings(
-            master="local[2]",
-            app_name="odfproj-tests",
-            conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
-        )
-    )
+    holder = SparkSessionHolder(_test_spark_settings())
     yield holder.get()
     holder.stop()
+
+
+@pytest.fixture(scope="session")
+def engine(spark):
+    """A SparkEngine on the shared session (same settings, so getOrCreate hands back that session)."""
+    from odfproj.engine.session import SparkSessionHolder
+    from odfproj.engine.spark import SparkEngine
+
+    engine = SparkEngine(SparkSessionHolder(_test_spark_settings()))
+    assert engine.session is spark  # never stop this holder: the session belongs to the `spark` fixture
+    return engine
