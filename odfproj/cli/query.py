@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, resolve_workspace
-from odfproj.errors import OdfprojError
+from odfproj.errors import InvalidValueError, OdfprojError
 from odfproj.odf.multiformats import Multihash
 from odfproj.odf.timestamps import parse_rfc3339
 from odfproj.state.dataset_index import primary_key_of
@@ -67,11 +67,11 @@ def query(
 def _as_at(text: str) -> datetime | Multihash:
     try:
         return Multihash.from_multibase(text)
-    except Exception:  # not a hash: try a time
+    except InvalidValueError:  # not a hash: try a time
         pass
     try:
         return parse_rfc3339(text)
-    except Exception:
+    except InvalidValueError:
         raise OdfprojError(f"--as-at {text!r}: expected an RFC 3339 time or a block hash") from None
 
 

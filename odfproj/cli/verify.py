@@ -7,13 +7,14 @@ from typing import Any
 
 import typer
 
-from odfproj.cli.context import stderr_console
+from odfproj.cli.context import CliState, stderr_console
 from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, resolve_workspace
 from odfproj.odf import model
 from odfproj.storage.verify import verify_dataset
 
 
 def verify(
+    ctx: typer.Context,
     datasets: list[str] | None = typer.Argument(None, help="Dataset names. Default: every dataset."),
     integrity: bool = typer.Option(
         False,
@@ -38,7 +39,7 @@ def verify(
     names = datasets or opened.list_datasets()
     bad = 0
     count = 0
-    engine = _engine() if reproduce else None
+    engine = _engine(project, workspace, ctx) if reproduce else None
     for name in names:
         dataset = opened.open(name)
         problems = [str(p) for p in verify_dataset(dataset, integrity=integrity)]
@@ -60,8 +61,18 @@ def verify(
     typer.echo(f"{len(names)} {noun} verified")
 
 
-def _engine() -> Any:
-    from odfproj.engine.session import SparkSessionHolder, SparkSettings
+def _engine(project: Path | None, workspace: Path | None, ctx: typer.Context) -> Any:
+    """An engine configured like `odfproj run`'s: the project's default target, if there is a project."""
+    from odfproj.engine.session import SparkSessionHolder
     from odfproj.engine.spark import SparkEngine
+    from odfproj.project.config import ProjectError, load_project
+    from odfproj.run.run import spark_settings
 
-    return SparkEngine(SparkSessionHolder(SparkSettings(master="local[*]")))
+    try:
+        config = load_project(project)
+    except ProjectError:
+        if workspace is None:
+            raise
+        config = None  # a bare --workspace outside any project: Spark's defaults
+    verbose = isinstance(ctx.obj, CliState) and ctx.obj.verbose
+    return SparkEngine(SparkSessionHolder(spark_settings(config, None, verbose=verbose)))
