@@ -7,11 +7,13 @@ plan, a no-op run) never create a session. ``SparkSessionHolder.created`` lets c
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from odfproj.errors import EngineError
 
@@ -51,6 +53,8 @@ class SparkSettings:
     def effective_conf(self) -> dict[str, str]:
         merged = dict(BASE_CONF)
         merged["spark.driver.extraJavaOptions"] = _log_options(self.verbose)
+        # odfproj makes no tables; without this Spark leaves an empty spark-warehouse/ in the user's cwd.
+        merged["spark.sql.warehouse.dir"] = os.path.join(tempfile.gettempdir(), "odfproj-spark-warehouse")
         merged.update({str(k): str(v) for k, v in self.conf.items()})
         return merged
 
@@ -66,6 +70,7 @@ def create_spark_session(settings: SparkSettings) -> SparkSession:
     for key, value in settings.effective_conf().items():
         builder = builder.config(key, value)
     try:
+        _launch_quiet_gateway(settings)
         session = builder.getOrCreate()
     except Exception as e:  # the JVM failed to start: no Java, bad master URL, ...
         raise EngineError(
@@ -77,6 +82,57 @@ def create_spark_session(settings: SparkSettings) -> SparkSession:
     session.sparkContext.setLogLevel("WARN" if settings.verbose else "FATAL")
     _quiet_python_loggers(settings.verbose)
     return session
+
+
+#: What the JVM prints on stderr at every start whatever the log configuration: the module system's
+#: note on the vector API Spark enables, and the shell's announcement of its default log level.
+_STARTUP_NOISE = (
+    "WARNING: Using incubator modules:",
+    'Setting default log level to "',
+    "To adjust logging level use sc.setLogLevel(",
+)
+
+
+def _launch_quiet_gateway(settings: SparkSettings) -> None:
+    """Start the JVM with its stderr piped through a filter that drops the start-up noise.
+
+    PySpark starts the JVM with stderr inherited, so those lines would reach the user's terminal on
+    every command that touches data. Launching the gateway ourselves (PySpark's documented
+    ``popen_kwargs`` hook) lets a daemon thread forward every other line unchanged, so real JVM
+    messages (out of memory, a crash) are still shown. Nothing happens when a JVM is already running.
+    """
+    import subprocess
+
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:  # PySpark's own record of its JVM
+        return
+    conf = SparkConf().setMaster(settings.master).setAppName(settings.app_name)
+    for key, value in settings.effective_conf().items():
+        conf.set(key, value)
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    threading.Thread(
+        target=_forward_stderr, args=(gateway.proc.stderr, settings.verbose), daemon=True, name="jvm-stderr"
+    ).start()
+    SparkContext._ensure_initialized(gateway=gateway, conf=conf)
+
+
+def _forward_stderr(stream: IO[bytes], verbose: bool) -> None:
+    """Copy the JVM's stderr to ours line by line, leaving out the start-up noise unless verbose."""
+    out = sys.stderr.buffer if hasattr(sys.stderr, "buffer") else None
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", "replace")
+        if not verbose and line.startswith(_STARTUP_NOISE):
+            continue
+        try:
+            if out is not None:
+                out.write(raw)
+                out.flush()
+            else:
+                sys.stderr.write(line)
+        except (OSError, ValueError):  # stderr closed at exit: keep draining so the JVM never blocks
+            out = None
 
 
 #: PySpark 4 loggers that print a JSON traceback for every analysis error, before raising it.
