@@ -11,7 +11,6 @@ from typing import ClassVar
 import pyarrow.parquet as pq
 import pytest
 
-from odfproj.engine.session import SparkSettings
 from odfproj.engine.spark import SparkEngine
 from odfproj.errors import OdfprojError
 from odfproj.ingest.errors import IngestError
@@ -22,6 +21,7 @@ from odfproj.odf import model
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.verify import verify_dataset
 from odfproj.storage.workspace import Workspace
+from tests.spark_helpers import RecordingHolder
 
 pytestmark = pytest.mark.spark
 
@@ -29,25 +29,8 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 CSV = model.ReadStepCsv(header=True, schema=("id BIGINT", "name STRING", "value DOUBLE"))
 
 
-class TestHolder:
-    """A SparkSessionHolder over the shared test session that records whether anyone asked for it."""
-
-    __test__ = False
-
-    def __init__(self, spark) -> None:
-        self._spark = spark
-        self.settings = SparkSettings(
-            master="local[2]", conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}
-        )
-        self.created = False
-
-    def get(self):
-        self.created = True
-        return self._spark
-
-
-def engine_for(spark) -> tuple[SparkEngine, TestHolder]:
-    holder = TestHolder(spark)
+def engine_for(spark) -> tuple[SparkEngine, RecordingHolder]:
+    holder = RecordingHolder(spark)
     return SparkEngine(holder), holder  # type: ignore[arg-type]
 
 

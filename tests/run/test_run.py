@@ -12,13 +12,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from odfproj.engine.session import SparkSettings
 from odfproj.odf import model
 from odfproj.plan.sources import PlanRequest
 from odfproj.project.config import load_project
 from odfproj.run.run import RUN_RESULTS_FILE, Status, run_project
 from odfproj.storage.verify import verify_dataset
 from odfproj.storage.workspace import Workspace
+from tests.spark_helpers import RecordingHolder
 
 pytestmark = pytest.mark.spark
 
@@ -80,26 +80,6 @@ content:
 """
 
 
-class TestHolder:
-    """A SparkSessionHolder over the shared test session that records whether anyone asked for it."""
-
-    __test__ = False
-
-    def __init__(self, spark) -> None:
-        self._spark = spark
-        self.settings = SparkSettings(
-            master="local[2]", conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}
-        )
-        self.created = False
-
-    def get(self):
-        self.created = True
-        return self._spark
-
-    def stop(self) -> None:  # the shared session outlives every test
-        pass
-
-
 def make_project(root: Path) -> Path:
     (root / "datasets").mkdir(parents=True)
     (root / "odfproj.yaml").write_text("name: runs\n")
@@ -127,7 +107,7 @@ def test_run_ingests_in_order_and_isolates_failures(spark, tmp_path):
     root = make_project(tmp_path / "proj")
     config = load_project(root)
     events = []
-    holder = TestHolder(spark)
+    holder = RecordingHolder(spark)
     result = run_project(
         config,
         PlanRequest(),
@@ -176,7 +156,7 @@ def test_run_ingests_in_order_and_isolates_failures(spark, tmp_path):
 
     # Nothing new for the selected root: no Spark session is created, nothing is committed.
     head = good.head()
-    fresh = TestHolder(spark)
+    fresh = RecordingHolder(spark)
     again = run_project(config, PlanRequest(select=("good",)), holder=fresh, threads=2)  # type: ignore[arg-type]
     assert by_name(again)["good"].status is Status.SUCCESS and by_name(again)["good"].message == "up to date"
     assert good.head() == head and not fresh.created
@@ -232,7 +212,7 @@ def test_run_results_json_is_written_for_an_empty_selection(tmp_path):
     result = run_project(
         load_project(root),
         PlanRequest(select=("pushed",)),
-        holder=TestHolder(None),  # type: ignore[arg-type]
+        holder=RecordingHolder(None),  # type: ignore[arg-type]
     )
     assert by_name(result)["pushed"].status is Status.SKIPPED
     assert json.loads((root / ".odf" / RUN_RESULTS_FILE).read_text())["results"][0]["unique_id"] == "pushed"
