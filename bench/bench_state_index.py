@@ -119,7 +119,8 @@ def reference_current_state(files: list[Path]) -> pa.Table:
 
 
 def index_read(files: list[tuple[Path, int, int]], valid) -> pa.Table:
-    columns = ["offset", "event_time", KEY, "value", "label"]
+    schema = pq.read_schema(files[0][0])
+    columns = pa.schema([schema.field(c) for c in ("offset", "event_time", KEY, "value", "label")])
     parts = [p for path, s, e in files if (p := read_valid_rows(path, columns, valid, s, e)) is not None]
     return pa.concat_tables(parts)
 

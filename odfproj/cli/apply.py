@@ -7,14 +7,17 @@ from pathlib import Path
 
 import typer
 
+from odfproj.cli.context import CliState
 from odfproj.cli.options import (
     ChangedSinceOption,
     ExcludeOption,
     ProjectOption,
     SelectOption,
     TargetOption,
+    ValidateQueriesOption,
     VarOption,
     plan_request,
+    query_checker_for,
 )
 from odfproj.errors import PlanError
 from odfproj.plan.planfile import read_plan_file
@@ -26,6 +29,7 @@ from odfproj.storage.workspace import Workspace
 
 
 def apply(
+    ctx: typer.Context,
     plan_file: Path | None = typer.Argument(
         None, help="A plan saved by `odfproj plan --out FILE`; applied exactly, without a prompt."
     ),
@@ -43,6 +47,7 @@ def apply(
         "--lock-timeout",
         help="Seconds to wait for another apply to finish (default: fail at once naming it).",
     ),
+    validate_queries: bool = ValidateQueriesOption,
 ) -> None:
     """Make the workspace match the manifests: create datasets and append changed definition events.
 
@@ -64,7 +69,14 @@ def apply(
                 raise PlanError(f"{plan_file} was made for workspace {plan.workspace}, not {workspace.root}")
             check_plan(plan, workspace)
         else:
-            plan, _ = plan_project(config, plan_request(target, select, exclude, changed_since, variables))
+            state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
+            checker, holder = query_checker_for(config, target, validate_queries, verbose=state.verbose)
+            try:
+                request = plan_request(target, select, exclude, changed_since, variables)
+                plan, _ = plan_project(config, request, query_checker=checker)
+            finally:
+                if holder is not None:
+                    holder.stop()
             typer.echo(render_text(plan), nl=False)
             if plan.has_refusals:
                 raise typer.Exit(1)

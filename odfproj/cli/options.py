@@ -9,10 +9,15 @@ from typing import Any
 import typer
 import yaml
 
+from odfproj.engine.session import SparkSessionHolder
+from odfproj.engine.spark import SparkEngine
 from odfproj.errors import OdfprojError
+from odfproj.plan.queries import QueryChecker
 from odfproj.plan.sources import PlanRequest
-from odfproj.project.config import load_project
+from odfproj.project.config import ProjectConfig, load_project
+from odfproj.run.run import spark_settings
 from odfproj.storage.workspace import Workspace
+from odfproj.transform.validate import query_checker
 
 PROJECT_HELP = "Project folder (default: found by walking up from the current folder)."
 WORKSPACE_HELP = "Workspace folder (default: the project's, usually .odf/ in the project)."
@@ -32,6 +37,12 @@ ChangedSinceOption = typer.Option(
     "--changed-since",
     help="Only manifests whose rendered text differs from git revision REF, plus their downstream.",
     metavar="REF",
+)
+ValidateQueriesOption = typer.Option(
+    True,
+    "--validate-queries/--no-validate-queries",
+    help="Check created and changed queries with the Spark engine (a JVM starts only when some query "
+    "changed). Without it they are shown as not validated and only run finds their errors.",
 )
 VarOption = typer.Option(
     None, "--var", help="Override a project var: KEY=VALUE (VALUE is read as YAML). Repeatable."
@@ -73,3 +84,16 @@ def resolve_workspace(workspace: Path | None, project: Path | None, target: str 
     if workspace is not None:
         return Workspace(workspace)
     return Workspace(load_project(project).workspace(target))
+
+
+def query_checker_for(
+    config: ProjectConfig, target: str | None, validate: bool, *, verbose: bool = False
+) -> tuple[QueryChecker | None, SparkSessionHolder | None]:
+    """The plan's query checker on a lazily started Spark session, or none with --no-validate-queries.
+
+    The caller stops the returned holder when done (it is only started if some query changed).
+    """
+    if not validate:
+        return None, None
+    holder = SparkSessionHolder(spark_settings(config, target, verbose=verbose))
+    return query_checker(SparkEngine(holder)), holder

@@ -7,14 +7,17 @@ from pathlib import Path
 
 import typer
 
+from odfproj.cli.context import CliState
 from odfproj.cli.options import (
     ChangedSinceOption,
     ExcludeOption,
     ProjectOption,
     SelectOption,
     TargetOption,
+    ValidateQueriesOption,
     VarOption,
     plan_request,
+    query_checker_for,
 )
 from odfproj.plan.model import Plan
 from odfproj.plan.planfile import write_plan_file
@@ -38,6 +41,7 @@ def render(plan: Plan, output_format: PlanFormat, show_unchanged: bool) -> str:
 
 
 def plan(
+    ctx: typer.Context,
     project: Path | None = ProjectOption,
     target: str | None = TargetOption,
     select: list[str] | None = SelectOption,
@@ -60,16 +64,28 @@ def plan(
         help="Exit 0 when there are no changes, 1 on error, 2 when there are changes.",
     ),
     show_unchanged: bool = typer.Option(False, "--show-unchanged", help="List unchanged datasets too."),
+    validate_queries: bool = ValidateQueriesOption,
 ) -> None:
     """Compare the manifests with the workspace's metadata chains and show what apply would do.
 
     Each dataset is classified as create (+), update (~), unchanged, drift (~, changed outside the
     project), orphan (?, in the workspace but without a manifest; never deleted) or refused (!, a change
-    that ODF's evolution rules forbid; exit code 1). Safe on untrusted pull requests: nothing a
-    manifest names is fetched or executed, and templates run in a sandbox.
+    that ODF's evolution rules forbid; exit code 1).
+
+    A created or changed query is validated by the Spark engine over empty inputs that have the inputs'
+    schemas: the plan shows its output schema and refuses an invalid query or one that removes or
+    retypes a column. Safe on untrusted pull requests: nothing a manifest names is fetched or executed
+    (queries are analysed, never run), and templates run in a sandbox.
     """
+    state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
     config = load_project(project)
-    result, _ = plan_project(config, plan_request(target, select, exclude, changed_since, variables))
+    checker, holder = query_checker_for(config, target, validate_queries, verbose=state.verbose)
+    try:
+        request = plan_request(target, select, exclude, changed_since, variables)
+        result, _ = plan_project(config, request, query_checker=checker)
+    finally:
+        if holder is not None:
+            holder.stop()
     if out is not None:
         write_plan_file(result, out)
     typer.echo(render(result, output_format, show_unchanged), nl=False)

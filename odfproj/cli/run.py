@@ -18,6 +18,7 @@ from odfproj.cli.options import (
     ProjectOption,
     SelectOption,
     TargetOption,
+    ValidateQueriesOption,
     VarOption,
     plan_request,
 )
@@ -49,6 +50,7 @@ def run(
         "--lock-timeout",
         help="Seconds to wait for another apply/run to finish (default: fail at once).",
     ),
+    validate_queries: bool = ValidateQueriesOption,
 ) -> None:
     """Apply the manifests, then bring every selected dataset's data up to date, inputs first.
 
@@ -78,6 +80,7 @@ def run(
                     threads=threads,
                     on_event=on_event,
                     lock_timeout=lock_timeout,
+                    validate_queries=validate_queries,
                 )
         else:
             result = run_project(
@@ -87,6 +90,7 @@ def run(
                 threads=threads,
                 on_event=_print_line,
                 lock_timeout=lock_timeout,
+                validate_queries=validate_queries,
             )
     finally:
         holder.stop()

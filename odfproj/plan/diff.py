@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import pyarrow as pa
+
 from odfproj.odf import model
 from odfproj.odf.yaml_codec import to_data
 from odfproj.plan import evolution
@@ -30,6 +32,10 @@ DEFINITION_EVENTS = (
     model.SetDataSchema,
 )
 
+#: Definition slots that ingest and transforms fill themselves (the data schema follows the data), so
+#: a manifest that does not set them leaves them alone and their appearance is not drift.
+WRITTEN_BY_DATA = frozenset({"SetDataSchema"})
+
 
 @dataclass(frozen=True)
 class ChainView:
@@ -47,6 +53,8 @@ class ChainView:
     last_offset: int | None = None
     #: For a derivative: per input ``did:odf``, the last input offset it has consumed.
     input_offsets: Mapping[str, int | None] = field(default_factory=dict)
+    #: The current data schema (``SetDataSchema``); None before the first data.
+    data_schema: pa.Schema | None = None
 
 
 def event_key(event: Any) -> str | None:
@@ -159,7 +167,7 @@ def diff_dataset(
             )
         )
     for key, old in current.items():
-        if key in desired:
+        if key in desired or key in WRITTEN_BY_DATA:
             continue
         undo = _undo(old)
         changes.append(
@@ -219,8 +227,6 @@ def _verdict(old: Any, new: Any, has_data: bool) -> evolution.Verdict:
         return evolution.OK
     if isinstance(new, model.SetPollingSource | model.AddPushSource):
         return evolution.source_change(old, new, has_data=has_data)
-    if isinstance(new, model.SetTransform):
-        return evolution.transform_change(old, new)
     return evolution.OK
 
 

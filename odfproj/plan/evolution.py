@@ -2,8 +2,8 @@
 
 The spec (Dataset Evolution) allows schemas to grow by added columns only, forbids changing what a dataset
 is (Root vs Derivative), and a root's merge strategy defines how its existing history was built, so it may
-not change once there is data. Query changes need the engine to tell the new output schema; until the
-engine validates it the answer is explicitly "cannot tell" rather than a guess.
+not change once there is data. Query changes need the engine to tell the new output schema; that check
+lives in ``plan.queries``, which applies :func:`schema_change` to what the engine reports.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from odfproj.errors import InvalidValueError
-from odfproj.odf import model
 from odfproj.odf.ddl import parse_ddl_schema
 
 
@@ -66,14 +65,6 @@ def source_change(old: object, new: object, *, has_data: bool) -> Verdict:
     elif old_schema is not None and new_schema is None and has_data:
         reasons.append("the read schema is removed from a dataset that has data")
     return Verdict(not reasons, tuple(reasons))
-
-
-def transform_change(old: model.SetTransform, new: model.SetTransform) -> Verdict:
-    if old.transform == new.transform:
-        return OK
-    return Verdict(
-        True, notes=("query changed: needs validation by the engine (output schema not checked yet)",)
-    )
 
 
 def _merge_label(merge: object) -> str:

@@ -43,6 +43,18 @@ class EventChange:
 
 
 @dataclass(frozen=True)
+class OutputSchema:
+    """A derivative's columns (``name type``, system columns left out) before and after its query change.
+
+    ``before`` is None while the dataset has no data; ``after`` is None when the new query was not
+    validated (the notes of its SetTransform change say why).
+    """
+
+    before: tuple[str, ...] | None
+    after: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
 class PlanStep:
     dataset: str
     action: Action
@@ -55,6 +67,8 @@ class PlanStep:
     #: Inputs not yet in the workspace: their ids are known only after apply creates them.
     pending_inputs: tuple[str, ...] = ()
     data_work: tuple[str, ...] = ()
+    #: For a created or changed query: the output schema the engine reported (Query Evolution).
+    output_schema: OutputSchema | None = None
 
     @property
     def has_changes(self) -> bool:

@@ -18,7 +18,7 @@ import jsonschema
 
 from odfproj import __version__
 from odfproj.errors import PlanError
-from odfproj.plan.model import PLAN_FORMAT_VERSION, Action, EventChange, Plan, PlanStep
+from odfproj.plan.model import PLAN_FORMAT_VERSION, Action, EventChange, OutputSchema, Plan, PlanStep
 
 
 def plan_to_data(plan: Plan) -> dict[str, Any]:
@@ -77,6 +77,7 @@ def plan_from_data(data: Any, source: str = "plan") -> Plan:
             expected_head=s["expected_head"],
             pending_inputs=tuple(s["pending_inputs"]),
             data_work=tuple(s["data_work"]),
+            output_schema=_output_schema(s.get("output_schema")),
         )
         for s in data["steps"]
     )
@@ -87,6 +88,15 @@ def plan_from_data(data: Any, source: str = "plan") -> Plan:
         warnings=tuple(data["warnings"]),
         created_at=data["created_at"],
         format_version=data["format_version"],
+    )
+
+
+def _output_schema(data: dict[str, Any] | None) -> OutputSchema | None:
+    if data is None:
+        return None
+    before, after = data["before"], data["after"]
+    return OutputSchema(
+        tuple(before) if before is not None else None, tuple(after) if after is not None else None
     )
 
 

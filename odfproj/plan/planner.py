@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from odfproj.odf import model
 from odfproj.plan.diff import ChainView, diff_dataset, fold
 from odfproj.plan.model import Action, Plan, PlanStep
+from odfproj.plan.queries import QueryChecker, check_query
 
 
 @dataclass(frozen=True)
@@ -25,8 +26,13 @@ def make_plan(
     views: Mapping[str, ChainView],
     orphans: Sequence[str] = (),
     warnings: Sequence[str] = (),
+    query_checker: QueryChecker | None = None,
 ) -> Plan:
-    """``desired`` in topological order; ``views`` keyed by lower-case dataset name."""
+    """``desired`` in topological order; ``views`` keyed by lower-case dataset name.
+
+    ``query_checker`` validates created and changed queries (see ``plan.queries``); without one they
+    are marked as not validated.
+    """
     planned_ids = {name: view.dataset_id for name, view in views.items()}
 
     def resolve(ref: str) -> str | None:
@@ -34,7 +40,10 @@ def make_plan(
 
     steps: list[PlanStep] = []
     for d in desired:
-        step = diff_dataset(d.snapshot, d.manifest, views.get(d.snapshot.name.lower()), resolve)
+        own = views.get(d.snapshot.name.lower())
+        step = diff_dataset(d.snapshot, d.manifest, own, resolve)
+        if step.has_changes:
+            step = check_query(step, d.snapshot, own, views, query_checker)
         if step.action is not Action.REFUSED:
             step = replace(step, data_work=data_work(d.snapshot, views))
         steps.append(step)

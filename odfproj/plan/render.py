@@ -6,7 +6,7 @@ import difflib
 from typing import Any
 
 from odfproj.odf.yaml_codec import dump_yaml
-from odfproj.plan.model import Action, Plan, PlanStep
+from odfproj.plan.model import Action, OutputSchema, Plan, PlanStep
 from odfproj.plan.planfile import plan_to_json
 
 _ORDER = {
@@ -70,6 +70,8 @@ def _step_text(step: PlanStep) -> list[str]:
         lines.append(f"    # input '{pending}' is created by this apply; its id is known after apply")
     for work in step.data_work:
         lines.append(f"    # data: {work}")
+    if step.output_schema is not None:
+        lines.extend(_schema_lines(step.output_schema))
     if step.action in (Action.CREATE, Action.UPDATE, Action.DRIFT):
         if step.action is Action.CREATE:
             lines.append("    + Seed (a new dataset id and key)")
@@ -79,6 +81,23 @@ def _step_text(step: PlanStep) -> list[str]:
             for note in change.notes:
                 lines.append(f"        # {note}")
             lines.extend(f"        {line}" for line in field_diff(change.before, change.after))
+    return lines
+
+
+def _schema_lines(schema: OutputSchema) -> list[str]:
+    """The output columns; against stored ones, removed or retyped columns as '-', new ones as '+'."""
+    if schema.after is None:
+        if schema.before is None:
+            return []
+        return ["    # output schema (stored; the new query is not validated):"] + [
+            f"        {column}" for column in schema.before
+        ]
+    lines = ["    # output schema (as the engine reports it for the new query):"]
+    if schema.before is None:
+        return lines + [f"        {column}" for column in schema.after]
+    before, after = set(schema.before), set(schema.after)
+    lines += [f"        {c}" if c in after else f"      - {c}" for c in schema.before]
+    lines += [f"      + {c}" for c in schema.after if c not in before]
     return lines
 
 

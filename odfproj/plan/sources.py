@@ -14,9 +14,10 @@ from types import MappingProxyType
 from typing import Any
 
 from odfproj.errors import ManifestError
-from odfproj.plan.diff import ChainView
+from odfproj.plan.diff import WRITTEN_BY_DATA, ChainView
 from odfproj.plan.model import Plan
 from odfproj.plan.planner import DesiredDataset, make_plan
+from odfproj.plan.queries import QueryChecker
 from odfproj.project.config import ProjectConfig
 from odfproj.project.graph import DatasetGraph
 from odfproj.project.manifests import ProjectManifests, load_manifests
@@ -94,9 +95,16 @@ def load_project_state(
 
 
 def plan_project(
-    config: ProjectConfig, request: PlanRequest, *, environ: Mapping[str, str] | None = None
+    config: ProjectConfig,
+    request: PlanRequest,
+    *,
+    environ: Mapping[str, str] | None = None,
+    query_checker: QueryChecker | None = None,
 ) -> tuple[Plan, ProjectSnapshot]:
-    """The plan for the selected datasets, and the snapshot of the project it was made from."""
+    """The plan for the selected datasets, and the snapshot of the project it was made from.
+
+    ``query_checker`` is called for created and changed queries only (it may start the engine).
+    """
     snapshot = load_project_state(config, request, environ=environ)
     desired = []
     for name in snapshot.selection.names:
@@ -113,6 +121,7 @@ def plan_project(
         views=snapshot.state.views,
         orphans=orphans,
         warnings=snapshot.selection.warnings,
+        query_checker=query_checker,
     )
     return plan, snapshot
 
@@ -135,7 +144,7 @@ def load_workspace_state(root: Path) -> WorkspaceState:
             foreign = tuple(
                 f"{event_kind(d.event)} (block {d.sequence_number})"
                 for d in projection.definition_events
-                if d.sequence_number > applied
+                if d.sequence_number > applied and event_kind(d.event) not in WRITTEN_BY_DATA
             )
         views[name.lower()] = ChainView(
             dataset_id=projection.dataset_id.as_did_str(),
@@ -148,6 +157,7 @@ def load_workspace_state(root: Path) -> WorkspaceState:
             input_offsets=MappingProxyType(
                 {did.as_did_str(): pos.new_offset for did, pos in projection.inputs.items()}
             ),
+            data_schema=projection.arrow_schema,
         )
     return WorkspaceState(MappingProxyType(views), names)
 

@@ -44,6 +44,7 @@ from odfproj.project.config import ProjectConfig
 from odfproj.run.apply import ApplyResult, apply_plan, check_plan
 from odfproj.storage.fsutil import replace_atomic
 from odfproj.storage.workspace import Workspace
+from odfproj.transform.validate import query_checker
 
 __all__ = [
     "RUN_RESULTS_FILE",
@@ -164,13 +165,19 @@ def run_project(
     system_time: datetime | None = None,
     environ: Mapping[str, str] | None = None,
     lock_timeout: float | None = None,
+    validate_queries: bool = True,
 ) -> RunResult:
-    """Apply the selected definitions, then ingest/transform every selected dataset (see module doc)."""
+    """Apply the selected definitions, then ingest/transform every selected dataset (see module doc).
+
+    Changed queries are validated while planning (``validate_queries``), so a query that cannot run
+    or breaks Schema Evolution stops the run before its SetTransform is appended.
+    """
     started = datetime.now(UTC)
     clock = time.monotonic()
-    plan, snapshot = plan_project(config, request, environ=environ)
-    workspace = Workspace(snapshot.workspace)
     engine = SparkEngine(holder)
+    checker = query_checker(engine) if validate_queries else None
+    plan, snapshot = plan_project(config, request, environ=environ, query_checker=checker)
+    workspace = Workspace(snapshot.workspace)
     environ = dict(os.environ) if environ is None else environ
     with workspace.lock(purpose="odfproj run", timeout=lock_timeout):
         check_plan(plan, workspace)  # refusals stop the run before anything is written

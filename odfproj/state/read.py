@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyroaring import BitMap64, FrozenBitMap64
 
 from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_COLUMNS
@@ -26,6 +25,7 @@ from odfproj.state.dataset_index import open_state_index, primary_key_of
 from odfproj.state.errors import StateIndexError
 from odfproj.state.index import AsAt, StateIndex, bitmap_to_numpy
 from odfproj.storage.dataset import Dataset
+from odfproj.storage.objects import read_data_file
 from odfproj.storage.projection import DATA_EVENTS
 
 
@@ -71,23 +71,24 @@ def read_state(
         interval = event.new_data.offset_interval
         part = read_valid_rows(
             dataset.layout.data_path(event.new_data.physical_hash),
-            wanted,
+            out_schema,
             valid,
             interval.start,
             interval.end,
         )
         if part is not None:
-            parts.append(part.cast(out_schema))
+            parts.append(part)
     parts.reverse()
     return pa.concat_tables(parts) if parts else out_schema.empty_table()
 
 
 def read_valid_rows(
-    path: Path, columns: list[str], valid: BitMap64 | FrozenBitMap64, start: int, end: int
+    path: Path, columns: pa.Schema, valid: BitMap64 | FrozenBitMap64, start: int, end: int
 ) -> pa.Table | None:
     """The rows of one data file (offsets ``start..end``) whose offset is in ``valid``; ``None`` if none.
 
-    The file is not opened when the bitmap has no offset in its interval.
+    ``columns`` (with ``offset``) are read under their types in the current data schema; columns the
+    file predates read as nulls. The file is not opened when the bitmap has no offset in its interval.
     """
     if valid.range_cardinality(start, end + 1) == 0:
         return None  # no valid row in this file: never opened
@@ -95,7 +96,7 @@ def read_valid_rows(
     in_file.add_range(start, end + 1)
     member = np.zeros(end - start + 1, bool)
     member[bitmap_to_numpy(valid & in_file) - start] = True
-    table = pq.read_table(path, columns=columns)
+    table = read_data_file(path, columns)
     offsets = table.column(OFFSET).to_numpy()
     if offsets.size and (offsets.min() < start or offsets.max() > end):
         raise StateIndexError(f"{path}: holds offsets outside its block's interval {start}..{end}")
@@ -123,7 +124,7 @@ def read_changelog(dataset: Dataset, *, limit: int | None = None, newest: bool =
     for data_slice in slices:
         if limit is not None and rows >= limit:
             break
-        table = pq.read_table(dataset.layout.data_path(data_slice.physical_hash)).cast(schema)
+        table = read_data_file(dataset.layout.data_path(data_slice.physical_hash), schema)
         if newest:
             table = table.take(pa.array(range(table.num_rows - 1, -1, -1)))
         parts.append(table)

@@ -81,3 +81,19 @@ def checkpoint_file_problem(path: Path, expected: model.Checkpoint, *, integrity
     if actual != expected.physical_hash:
         return f"physical hash is {actual}, the block says {expected.physical_hash}"
     return None
+
+
+def read_data_file(path: Path, schema: pa.Schema) -> pa.Table:
+    """The records of one data file under ``schema`` (the dataset's data schema now, or some columns of it).
+
+    Schema Evolution only adds columns, so a file written before a later ``SetDataSchema`` lacks the
+    newer columns: they read as nulls, as Spark reads them with a declared schema. Only the columns
+    ``schema`` names are read from disk.
+    """
+    with pq.ParquetFile(path) as parquet:
+        present = set(parquet.schema_arrow.names)
+        table = parquet.read(columns=[name for name in schema.names if name in present])
+    for field in schema:
+        if field.name not in present:
+            table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+    return table.select(schema.names).cast(schema)

@@ -10,7 +10,7 @@
    a data-less ExecuteTransform when only the inputs' watermarks moved;
 4. otherwise recomputes the query over the inputs' full current states, diffs it with the derivative's
    own current state (:mod:`odfproj.transform.execute`) and commits the difference as one data slice,
-   plus a SetDataSchema before the first data.
+   plus a SetDataSchema before the first data and whenever the query added columns.
 
 See docs/design/transforms.md for why the whole state is recomputed (batch independence).
 """
@@ -193,7 +193,8 @@ def update_derivative(
         new_data = None
         if written.count:
             assert written.schema is not None
-            if p.arrow_schema is None:
+            if p.arrow_schema is None or not written.schema.equals(p.arrow_schema):
+                # First data, or the query added columns (Schema Evolution: additions only).
                 events.append(model.SetDataSchema(schema=encode_arrow_schema(written.schema)))
             new_data = model.DataSlice(
                 logical_hash=logical_hash(path),

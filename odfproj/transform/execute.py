@@ -33,7 +33,15 @@ from odfproj.transform.errors import TransformError
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["WrittenChanges", "compute_changes", "multiset_state", "state_columns", "write_changes"]
+__all__ = [
+    "WrittenChanges",
+    "check_result",
+    "compute_changes",
+    "multiset_state",
+    "output_schema",
+    "state_columns",
+    "write_changes",
+]
 
 _COUNT = "__odfproj_count"
 _COPY = "__odfproj_copy"
@@ -74,7 +82,7 @@ def multiset_state(history: DataFrame) -> DataFrame:
     return _repeat(counted, columns, _col(_COUNT))
 
 
-def _check_result(result: DataFrame, where: str) -> DataFrame:
+def check_result(result: DataFrame, where: str) -> DataFrame:
     """The query's output with a proper ``event_time``; refuse reserved or duplicate column names."""
     from pyspark.sql import types as T
 
@@ -135,16 +143,17 @@ def compute_changes(
     from pyspark.sql import functions as F
 
     states = {alias: _canonical_order(multiset_state(history)) for alias, history in inputs.items()}
-    result = _check_result(engine.query(states, transform), where)
+    result = check_result(engine.query(states, transform), where)
     columns = [EVENT_TIME, *(c for c in result.columns if c != EVENT_TIME)]
     result = result.select(*[_col(c) for c in columns])
     new = result.groupBy(*[_col(c) for c in columns]).agg(F.count(F.lit(1)).cast("long").alias(_COUNT))
     if own_history is not None:
         own_columns = state_columns(own_history)
-        if sorted(own_columns) != sorted(columns):
+        missing = [c for c in own_columns if c not in columns]
+        if missing:
             raise TransformError(
-                f"{where}: the query outputs the columns {', '.join(columns)} but the dataset holds "
-                f"{', '.join(own_columns)}; a derivative's columns cannot change (create a new dataset)"
+                f"{where}: the query no longer outputs the column(s) {', '.join(missing)} that the dataset "
+                "holds; columns may only be added (create a new dataset to remove or rename one)"
             )
         new_types = {f.name: f.dataType for f in result.schema.fields}
         changed = [
@@ -157,7 +166,12 @@ def compute_changes(
                 f"{where}: the query changes the type of {', '.join(changed)}; a derivative's column "
                 "types cannot change (create a new dataset)"
             )
-        columns = own_columns  # the stored column order wins over the query's
+        added = [c for c in columns if c not in own_columns]
+        # The stored column order wins; added columns follow in the query's order and the stored rows
+        # hold null in them, so every stored row is retracted and re-appended with its new values.
+        for name in added:
+            own_history = own_history.withColumn(name, F.lit(None).cast(new_types[name]))
+        columns = [*own_columns, *added]
         old = _signed_counts(own_history, columns, factor=-1)
         new = new.unionByName(old).groupBy(*[_col(c) for c in columns]).agg(F.sum(_COUNT).alias(_COUNT))
     changed_rows = new.where(_col(_COUNT) != 0).withColumn(
@@ -193,23 +207,24 @@ class WrittenChanges:
 
 
 def output_schema(written: pa.Schema, declared: pa.Schema | None) -> pa.Schema:
-    """The schema a new data file must have: ``declared`` (the dataset's), else ``written`` normalised.
+    """The schema a new data file must have: ``declared`` (the dataset's) plus any columns the query added.
 
     Spark's nullability depends on the plan (``count(*)`` is NOT NULL on a first run, nullable once
     unioned with the stored state), so it is not taken from Spark: the system columns follow the common
-    data schema and every other column is nullable. Raises :class:`TransformError` if the names or
-    types differ from ``declared``.
+    data schema and every other column is nullable. ``written`` must start with ``declared``'s columns
+    (same names and types; Schema Evolution allows only additions), else :class:`TransformError`.
     """
     system = {f.name: f for f in data_schema.system_fields()}
     normalised = pa.schema([system.get(f.name, f.with_nullable(True)) for f in written])
     if declared is None:
         return normalised
-    if [(f.name, f.type) for f in declared] != [(f.name, f.type) for f in normalised]:
+    kept = [(f.name, f.type) for f in normalised][: len(declared)]
+    if [(f.name, f.type) for f in declared] != kept:
         raise TransformError(
-            f"the transform's output schema ({_describe(normalised)}) differs from the dataset's "
-            f"({_describe(declared)}); a derivative's columns cannot change (create a new dataset)"
+            f"the transform's output schema ({_describe(normalised)}) does not extend the dataset's "
+            f"({_describe(declared)}); a derivative's columns may only be added (create a new dataset)"
         )
-    return declared
+    return pa.schema([*declared, *list(normalised)[len(declared) :]])
 
 
 def _describe(schema: pa.Schema) -> str:
