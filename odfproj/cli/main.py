@@ -8,7 +8,21 @@ import sys
 import typer
 
 from odfproj import ODF_SPEC_VERSION, __version__
-from odfproj.cli import apply, block, fmt, ingest, init, lineage, log, plan, query, run, validate, verify
+from odfproj.cli import (
+    apply,
+    block,
+    fmt,
+    ingest,
+    init,
+    lineage,
+    log,
+    plan,
+    query,
+    run,
+    validate,
+    verify,
+    watch,
+)
 from odfproj.cli.context import CliState, fail
 from odfproj.errors import OdfprojError
 
@@ -32,6 +46,7 @@ app.command("lineage")(lineage.lineage)
 app.command("ingest")(ingest.ingest)
 app.command("run")(run.run)
 app.command("query")(query.query)
+app.command("watch")(watch.watch)
 
 
 def _version(value: bool) -> None:

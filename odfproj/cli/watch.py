@@ -1,0 +1,141 @@
+"""``odfproj watch``: re-plan on every save of a manifest, macro or odfproj.yaml; ``--apply`` also runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from odfproj.cli.context import CliState
+from odfproj.cli.options import (
+    ExcludeOption,
+    ProjectOption,
+    SelectOption,
+    TargetOption,
+    VarOption,
+    plan_request,
+)
+from odfproj.engine.session import SparkSessionHolder
+from odfproj.plan.model import Action
+from odfproj.plan.render import render_text
+from odfproj.project.config import load_project
+from odfproj.run.run import RunEvent, Status, spark_settings
+from odfproj.run.watch import WatchCycle, Watcher
+from odfproj.run.watch import watch as watch_loop
+
+#: Changed files named in a cycle's header before the rest are counted.
+_SHOWN_FILES = 3
+
+
+def watch(
+    ctx: typer.Context,
+    project: Path | None = ProjectOption,
+    target: str | None = TargetOption,
+    select: list[str] | None = SelectOption,
+    exclude: list[str] | None = ExcludeOption,
+    variables: list[str] | None = VarOption,
+    apply: bool = typer.Option(
+        False,
+        "--apply",
+        help="Also apply each plan and run the changed datasets and their downstream (starts Spark "
+        "on the first data work and keeps it warm). A plan with refused changes is shown, not applied.",
+    ),
+    threads: int = typer.Option(
+        1, "--threads", min=1, help="With --apply: datasets to run at the same time."
+    ),
+    show_unchanged: bool = typer.Option(False, "--show-unchanged", help="List unchanged datasets too."),
+) -> None:
+    """Watch the manifests, macros/ and odfproj.yaml; re-plan after every change until Ctrl-C.
+
+    Prints the plan at start, then after each save a header with the time and the changed files,
+    followed by the same plan `odfproj plan` would print (or "no changes"). A broken manifest is
+    reported as one error line and watching goes on; the next good save plans again. Without
+    --apply nothing is written and no JVM is started. The workspace and .git are not watched;
+    bursts of events (an editor's save, a git checkout) are coalesced into one plan.
+    """
+    state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
+    config = load_project(project)
+    request = plan_request(target, select, exclude, None, variables)
+    holder = SparkSessionHolder(spark_settings(config, target, verbose=state.verbose)) if apply else None
+    printer = _CyclePrinter(show_unchanged=show_unchanged, apply=apply)
+    watcher = Watcher(
+        config,
+        request,
+        apply=apply,
+        holder=holder,
+        threads=threads,
+        on_run_event=_print_run_event,
+        on_planned=printer.planned,
+        debug=state.debug,
+    )
+    typer.echo(f"watching {watcher.manifest_count()} manifests in {config.root}; Ctrl-C to stop")
+    try:
+        watch_loop(watcher, on_cycle=printer.finished)
+    except KeyboardInterrupt:
+        typer.echo("stopped watching")
+    finally:
+        if holder is not None:
+            holder.stop()
+
+
+class _CyclePrinter:
+    """Prints each cycle once: with --apply the plan goes out before the run's progress lines."""
+
+    def __init__(self, *, show_unchanged: bool, apply: bool) -> None:
+        self.show_unchanged = show_unchanged
+        self.apply = apply
+        self._shown: int | None = None
+
+    def planned(self, cycle: WatchCycle) -> None:
+        self._shown = cycle.number
+        self._header_and_plan(cycle)
+
+    def finished(self, cycle: WatchCycle) -> None:
+        if cycle.number != self._shown:
+            self._header_and_plan(cycle)
+        if cycle.error is not None:
+            typer.echo(typer.style("error: ", fg="red", bold=True) + cycle.error)
+            return
+        if cycle.refused and self.apply:
+            typer.echo("the plan has refused changes: nothing was applied")
+        run = cycle.run
+        if run is not None:
+            if run.apply is not None and run.apply.changed:
+                typer.echo(run.apply.summary())
+            typer.echo(run.summary())
+
+    def _header_and_plan(self, cycle: WatchCycle) -> None:
+        typer.echo(typer.style(_header(cycle), bold=True))
+        plan = cycle.plan
+        if plan is None:
+            return
+        visible = [s for s in plan.steps if self.show_unchanged or s.action is not Action.UNCHANGED]
+        if not visible and not plan.warnings:
+            typer.echo(f"no changes ({plan.count(Action.UNCHANGED)} unchanged)")
+        else:
+            typer.echo(render_text(plan, show_unchanged=self.show_unchanged), nl=False)
+
+
+def _header(cycle: WatchCycle) -> str:
+    when = cycle.at.strftime("%H:%M:%S")
+    if cycle.initial:
+        what = "initial plan"
+    elif cycle.changed:
+        shown = ", ".join(cycle.changed[:_SHOWN_FILES])
+        more = len(cycle.changed) - _SHOWN_FILES
+        what = f"changed: {shown}" + (f" and {more} more" if more > 0 else "")
+    else:
+        what = "watch"
+    return f"[{when}] {what} ({cycle.seconds:.2f}s)"
+
+
+def _print_run_event(event: RunEvent) -> None:
+    if event.phase == "start":
+        typer.echo(f"  START {event.dataset} ({event.work.value})")
+        return
+    r = event.result
+    assert r is not None
+    detail = f"{r.records_added} record(s)" if r.status is Status.SUCCESS else r.message
+    if r.status is Status.SUCCESS and r.message:
+        detail += f", {r.message}"
+    typer.echo(f"  {r.status.value.upper()} {r.dataset} ({r.work.value}) in {r.seconds:.1f}s: {detail}")
