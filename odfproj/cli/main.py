@@ -19,6 +19,7 @@ from odfproj.cli import (
     plan,
     query,
     run,
+    sql,
     validate,
     verify,
     watch,
@@ -46,6 +47,7 @@ app.command("lineage")(lineage.lineage)
 app.command("ingest")(ingest.ingest)
 app.command("run")(run.run)
 app.command("query")(query.query)
+app.command("sql")(sql.sql)
 app.command("watch")(watch.watch)
 
 

@@ -14,7 +14,7 @@ from odfproj.engine.spark import SparkEngine
 from odfproj.errors import OdfprojError
 from odfproj.plan.queries import QueryChecker
 from odfproj.plan.sources import PlanRequest
-from odfproj.project.config import ProjectConfig, load_project
+from odfproj.project.config import ProjectConfig, ProjectError, load_project
 from odfproj.run.run import spark_settings
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.validate import query_checker
@@ -97,3 +97,17 @@ def query_checker_for(
         return None, None
     holder = SparkSessionHolder(spark_settings(config, target, verbose=verbose))
     return query_checker(SparkEngine(holder)), holder
+
+
+def project_engine(project: Path | None, workspace: Path | None, *, verbose: bool = False) -> SparkEngine:
+    """An engine configured like `odfproj run`'s: the project's default target, if there is a project.
+
+    The session starts on first use; a bare ``--workspace`` outside any project gets Spark's defaults.
+    """
+    try:
+        config: ProjectConfig | None = load_project(project)
+    except ProjectError:
+        if workspace is None:
+            raise
+        config = None
+    return SparkEngine(SparkSessionHolder(spark_settings(config, None, verbose=verbose)))

@@ -6,29 +6,18 @@ the state index) and any other dataset its changelog; ``--changelog`` and ``--st
 
 from __future__ import annotations
 
-import enum
-import json
 from datetime import datetime
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.csv as pacsv
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, resolve_workspace
+from odfproj.cli.tables import QueryFormat, print_table
 from odfproj.errors import InvalidValueError, OdfprojError
 from odfproj.odf.multiformats import Multihash
 from odfproj.odf.timestamps import parse_rfc3339
 from odfproj.state.dataset_index import primary_key_of
 from odfproj.state.read import read_changelog, read_state
-
-
-class QueryFormat(enum.StrEnum):
-    table = "table"
-    csv = "csv"
-    json = "json"
 
 
 def query(
@@ -54,14 +43,15 @@ def query(
     keyed = bool(primary_key_of(opened.projection()))
     if (state or as_at) and not keyed:
         raise OdfprojError(
-            f"dataset {opened.name} declares no primary key, so it has no per-key state; use --changelog"
+            f"dataset {opened.name} declares no primary key, so it has no per-key state; use --changelog, "
+            f'or odfproj sql "SELECT * FROM `{opened.name}`" for the rows not retracted'
         )
     if changelog or not keyed:
         table = read_changelog(opened, limit=limit or None)
     else:
         table = read_state(opened, as_at=_as_at(as_at) if as_at else None)
         table = table.slice(0, limit) if limit else table
-    _print(table, output_format)
+    print_table(table, output_format)
 
 
 def _as_at(text: str) -> datetime | Multihash:
@@ -73,35 +63,3 @@ def _as_at(text: str) -> datetime | Multihash:
         return parse_rfc3339(text)
     except InvalidValueError:
         raise OdfprojError(f"--as-at {text!r}: expected an RFC 3339 time or a block hash") from None
-
-
-def _print(table: pa.Table, output_format: QueryFormat) -> None:
-    if output_format is QueryFormat.csv:
-        sink = pa.BufferOutputStream()
-        pacsv.write_csv(table, sink)
-        typer.echo(sink.getvalue().to_pybytes().decode(), nl=False)
-        return
-    rows = table.to_pylist()
-    if output_format is QueryFormat.json:
-        for row in rows:
-            typer.echo(json.dumps(row, default=str))
-        return
-    out = Table(show_header=True, header_style="bold")
-    for name in table.column_names:
-        out.add_column(name)
-    for row in rows:
-        out.add_row(*(_cell(v) for v in row.values()))
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=200)  # piped or in CI: do not squeeze columns into 80 characters
-    console.print(out)
-    typer.echo(f"({table.num_rows} row(s))")
-
-
-def _cell(value: object) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, datetime):
-        text = value.isoformat(sep=" ", timespec="milliseconds" if value.microsecond else "seconds")
-        return text.replace("+00:00", "Z")
-    return str(value)

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from odfproj.cli.context import CliState, stderr_console
-from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, resolve_workspace
+from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, project_engine, resolve_workspace
 from odfproj.odf import model
 from odfproj.storage.verify import verify_dataset
 
@@ -62,17 +62,5 @@ def verify(
 
 
 def _engine(project: Path | None, workspace: Path | None, ctx: typer.Context) -> Any:
-    """An engine configured like `odfproj run`'s: the project's default target, if there is a project."""
-    from odfproj.engine.session import SparkSessionHolder
-    from odfproj.engine.spark import SparkEngine
-    from odfproj.project.config import ProjectError, load_project
-    from odfproj.run.run import spark_settings
-
-    try:
-        config = load_project(project)
-    except ProjectError:
-        if workspace is None:
-            raise
-        config = None  # a bare --workspace outside any project: Spark's defaults
     verbose = isinstance(ctx.obj, CliState) and ctx.obj.verbose
-    return SparkEngine(SparkSessionHolder(spark_settings(config, None, verbose=verbose)))
+    return project_engine(project, workspace, verbose=verbose)
