@@ -83,8 +83,12 @@ def merge(
     history: DataFrame | None,
     *,
     compare_event_time: bool = False,
+    state: DataFrame | None = None,
 ) -> DataFrame:
-    """The records ``strategy`` appends for ``batch`` given ``history`` (see the module doc for the contract)."""
+    """The records ``strategy`` appends for ``batch`` given ``history`` (see the module doc for the contract).
+
+    ``state``: the current state, when the caller has it (used by Snapshot instead of ``history``).
+    """
     match strategy:
         case model.MergeStrategyAppend():
             return merge_append(batch)
@@ -92,7 +96,12 @@ def merge(
             return merge_ledger(batch, history, primary_key)
         case model.MergeStrategySnapshot(primary_key=primary_key, compare_columns=compare_columns):
             return merge_snapshot(
-                batch, history, primary_key, compare_columns, compare_event_time=compare_event_time
+                batch,
+                history,
+                primary_key,
+                compare_columns,
+                compare_event_time=compare_event_time,
+                state=state,
             )
         case _:
             raise MergeError(f"merge strategy {type(strategy).__name__} is not supported yet")
@@ -136,8 +145,13 @@ def merge_snapshot(
     compare_columns: Sequence[str] | None = None,
     *,
     compare_event_time: bool = False,
+    state: DataFrame | None = None,
 ) -> DataFrame:
     """Snapshot: change data capture of ``batch`` (a full snapshot) against the current state of ``history``.
+
+    ``state`` is that current state when the caller already has it (one row per live key, ``event_time``
+    and the user columns, as :func:`current_state` returns): the ingest pipeline reads it through the
+    state index instead of re-reading the whole history. ``history`` is then ignored.
 
     ``+A`` for a key seen for the first time (or again after a ``-R``), ``-R`` with the old row for a
     key that vanished, ``-C`` (old row) then ``+C`` (new row) for a changed row, nothing for an
@@ -153,17 +167,21 @@ def merge_snapshot(
     _check_unique_keys(batch, key)
     order = [*(column(k).asc_nulls_first() for k in key), column(OP)]
 
-    if history is None:
+    if state is None and history is None:
         return _finish(batch.withColumn(OP, _op_literal(Op.APPEND)), column(OP), batch, order)
-    _check_history_has(history, key)
-    _check_same_columns(batch, state_columns(history))
+    if state is None:
+        assert history is not None
+        _check_history_has(history, key)
+        _check_same_columns(batch, state_columns(history))
+        state = current_state(history, key)
+    else:
+        _check_same_columns(batch, state.columns)
 
     names = batch.columns
     old_names = [f"{_HELPER_PREFIX}o{i}" for i in range(len(names))]
     new_names = [f"{_HELPER_PREFIX}n{i}" for i in range(len(names))]
     old_of = dict(zip(names, old_names, strict=True))
     new_of = dict(zip(names, new_names, strict=True))
-    state = current_state(history, key)
     old = state.select(*[column(c).alias(old_of[c]) for c in names], F.lit(True).alias(_OLD_PRESENT))
     new = batch.select(*[column(c).alias(new_of[c]) for c in names], F.lit(True).alias(_NEW_PRESENT))
     joined = old.join(new, _null_safe_equal([old_of[k] for k in key], [new_of[k] for k in key]), "full_outer")

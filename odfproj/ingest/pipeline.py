@@ -42,8 +42,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -55,7 +55,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from odfproj.engine.spark import SparkEngine, describe_spark_error, is_spark_error
-from odfproj.engine.types import arrow_schema_from_spark
+from odfproj.engine.types import arrow_schema_from_spark, spark_schema_from_arrow
 from odfproj.errors import EngineError, OdfprojError
 from odfproj.ingest.errors import IngestError, UnsupportedSourceError, source_label
 from odfproj.ingest.fetch import FetchedItem, fetch
@@ -64,9 +64,12 @@ from odfproj.ingest.prepare import prepare
 from odfproj.ingest.read import ReadError, read_files
 from odfproj.odf import model
 from odfproj.odf.arrow_schema import encode_arrow_schema
-from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_TIME, TIMESTAMP_TYPE, Op
+from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_TIME, TIMESTAMP_TYPE, Op, Vocab
 from odfproj.odf.multiformats import Multihash
 from odfproj.odf.timestamps import to_utc
+from odfproj.state.dataset_index import open_state_index
+from odfproj.state.index import StateIndex
+from odfproj.state.read import read_state
 from odfproj.storage.chain import schema_evolution_problem
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.errors import IntegrityError
@@ -134,31 +137,6 @@ class IngestResult:
     @property
     def up_to_date(self) -> bool:
         return not self.items
-
-
-@dataclass(frozen=True, slots=True)
-class Vocab:
-    """The system column names in the dataset's files (``SetVocab``, defaults from the spec)."""
-
-    offset: str = OFFSET
-    op: str = OP
-    system_time: str = SYSTEM_TIME
-    event_time: str = EVENT_TIME
-
-    @classmethod
-    def of(cls, vocab: model.SetVocab | None) -> Vocab:
-        if vocab is None:
-            return cls()
-        return cls(
-            vocab.offset_column or OFFSET,
-            vocab.operation_type_column or OP,
-            vocab.system_time_column or SYSTEM_TIME,
-            vocab.event_time_column or EVENT_TIME,
-        )
-
-    def to_file(self) -> dict[str, str]:
-        """Standard name -> name in the files."""
-        return {OFFSET: self.offset, OP: self.op, SYSTEM_TIME: self.system_time, EVENT_TIME: self.event_time}
 
 
 # --- polling ingest ------------------------------------------------------------------------------
@@ -315,8 +293,11 @@ def commit_batch(
     vocab = Vocab.of(projection.set_vocab)
     with errors_named(where, paths or {}):
         batch, from_data = with_event_time(batch, vocab, event_time or stamp)
-        history = None
-        if isinstance(merge_strategy, model.MergeStrategyLedger | model.MergeStrategySnapshot):
+        history = state = index = None
+        key = primary_key(merge_strategy)
+        if isinstance(merge_strategy, model.MergeStrategySnapshot) and projection.has_data:
+            index, state = read_current_state(engine, dataset, projection, key, vocab)
+        elif key:
             history = read_history(engine, dataset, projection, vocab)
         columns = batch.columns
         plain = len(set(columns)) == len(columns) and not {OFFSET, OP, SYSTEM_TIME} & set(columns)
@@ -327,7 +308,7 @@ def commit_batch(
                 F.lit(int(Op.APPEND)).cast("int").alias(OP), *(_col(c) for c in batch.columns)
             )
         else:
-            records = merge(merge_strategy, batch, history, compare_event_time=from_data)
+            records = merge(merge_strategy, batch, history, compare_event_time=from_data, state=state)
         arrow = records.toArrow()
         user_types = arrow_schema_from_spark(records.schema)
         table = _with_system_columns(arrow, user_types, projection, stamp, vocab)
@@ -383,6 +364,8 @@ def commit_batch(
     finally:
         if data_file is not None:
             data_file.unlink(missing_ok=True)
+    if key:
+        advance_state_index(dataset, key, index)
     return CommittedItem(
         display_name=display_name,
         records=count,
@@ -425,6 +408,44 @@ def with_event_time(batch: DataFrame, vocab: Vocab, fallback: datetime) -> tuple
     else:
         columns = [value, *(_col(c) for c in batch.columns)]
     return batch.select(*columns), from_data
+
+
+def primary_key(strategy: model.MergeStrategy) -> tuple[str, ...]:
+    """The key of a Ledger or Snapshot merge; empty for Append."""
+    if isinstance(strategy, model.MergeStrategyLedger | model.MergeStrategySnapshot):
+        return tuple(strategy.primary_key)
+    return ()
+
+
+def read_current_state(
+    engine: SparkEngine, dataset: Dataset, projection: ChainProjection, key: Sequence[str], vocab: Vocab
+) -> tuple[StateIndex, DataFrame]:
+    """The latest valid row per key, read through the state index (Opal) rather than from all history.
+
+    The index picks the valid rows of each data file by bitmap, so the cost follows the size of the
+    state, not of the history; files without a valid row are not opened. Returns the index too (at
+    the current head), so the commit can advance it by its own blocks only. Columns: ``event_time``
+    (standard name) and the user columns, like ``changelog.current_state``.
+    """
+    index = open_state_index(dataset, key)
+    table = read_state(dataset, index=index)
+    table = table.drop_columns([vocab.offset]).rename_columns(
+        [EVENT_TIME if c == vocab.event_time else c for c in table.column_names[1:]]
+    )
+    if table.num_rows:
+        return index, engine.session.createDataFrame(table)
+    return index, engine.session.createDataFrame([], spark_schema_from_arrow(table.schema))
+
+
+def advance_state_index(dataset: Dataset, key: Sequence[str], index: StateIndex | None) -> None:
+    """Bring the stored state index to the head just committed, reading only the new blocks' files.
+
+    Best effort by design: the commit is already durable, and an index that lags the chain is
+    detected by its head stamp and caught up by the next reader (it is never trusted blindly), so a
+    failure here costs time later, never correctness.
+    """
+    with suppress(OdfprojError, OSError):
+        open_state_index(dataset, key, known=index)
 
 
 def read_history(

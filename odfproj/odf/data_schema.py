@@ -8,8 +8,11 @@ interoperate and logical hashes agree. Timestamps are ``timestamp(ms, UTC)``.
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
 import pyarrow as pa
+
+from odfproj.odf import model
 
 OFFSET = "offset"
 OP = "op"
@@ -45,3 +48,28 @@ def system_fields() -> list[pa.Field]:
         pa.field(SYSTEM_TIME, TIMESTAMP_TYPE, nullable=False),
         pa.field(EVENT_TIME, TIMESTAMP_TYPE),
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class Vocab:
+    """The system column names in the dataset's files (``SetVocab``, defaults from the spec)."""
+
+    offset: str = OFFSET
+    op: str = OP
+    system_time: str = SYSTEM_TIME
+    event_time: str = EVENT_TIME
+
+    @classmethod
+    def of(cls, vocab: model.SetVocab | None) -> Vocab:
+        if vocab is None:
+            return cls()
+        return cls(
+            vocab.offset_column or OFFSET,
+            vocab.operation_type_column or OP,
+            vocab.system_time_column or SYSTEM_TIME,
+            vocab.event_time_column or EVENT_TIME,
+        )
+
+    def to_file(self) -> dict[str, str]:
+        """Standard name -> name in the files."""
+        return {OFFSET: self.offset, OP: self.op, SYSTEM_TIME: self.system_time, EVENT_TIME: self.event_time}

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from odfproj.odf import model
-from odfproj.odf.data_schema import OFFSET, OP
+from odfproj.odf.data_schema import OFFSET, OP, Vocab
 from odfproj.odf.multiformats import Multihash
 from odfproj.state.errors import CorruptIndexError, StateIndexError
 from odfproj.state.index import ChangeBatch, StateIndex, update
@@ -49,15 +49,19 @@ def primary_key_of(projection: ChainProjection) -> tuple[str, ...] | None:
 def change_batches(
     dataset: Dataset, blocks: Iterable[tuple[Multihash, model.MetadataBlock]], key_columns: Sequence[str]
 ) -> Iterator[ChangeBatch]:
-    """One :class:`ChangeBatch` per block (oldest first), reading only ``offset``, ``op`` and the keys."""
-    columns = [OFFSET, OP, *key_columns]
+    """One :class:`ChangeBatch` per block (oldest first), reading only ``offset``, ``op`` and the keys.
+
+    The files' system columns may be renamed by ``SetVocab``; the batches use the standard names.
+    """
+    vocab = Vocab.of(dataset.projection().set_vocab)
+    columns = [vocab.offset, vocab.op, *key_columns]
     for block_hash, block in blocks:
         event = block.event
         offsets = records = None
         if isinstance(event, DATA_EVENTS) and event.new_data is not None:
             path = dataset.layout.data_path(event.new_data.physical_hash)
             try:
-                records = pq.read_table(path, columns=columns)
+                records = pq.read_table(path, columns=columns).rename_columns([OFFSET, OP, *key_columns])
             except FileNotFoundError:
                 raise StateIndexError(
                     f"dataset {dataset.name}: data file of block {block.sequence_number} is missing: {path}"
@@ -87,18 +91,27 @@ def open_state_index(
     *,
     base_interval: int = DEFAULT_BASE_INTERVAL,
     persist: bool = True,
+    known: StateIndex | None = None,
 ) -> StateIndex:
-    """The index at the dataset's current head, from ``info/state-index/`` when it can be trusted."""
+    """The index at the dataset's current head, from ``info/state-index/`` when it can be trusted.
+
+    ``known`` is an index the caller already holds (e.g. the one a Snapshot merge read its previous
+    state from, before committing): it is used instead of the stored one, under the same rule, so a
+    commit advances the index by its own new blocks only. ``known`` is updated in place.
+    """
     key_columns = tuple(key_columns)
     head = dataset.head()
     if head is None:
         raise StorageError(f"dataset {dataset.name}: {dataset.layout.head_ref} is missing (not a dataset)")
     directory = index_directory(dataset)
-    stored: StateIndex | None
-    try:
-        stored = load_index(directory, key_columns)
-    except CorruptIndexError:
-        stored = None
+    stored: StateIndex | None = None
+    if known is not None and known.key_columns == key_columns:
+        stored = known
+    else:
+        try:
+            stored = load_index(directory, key_columns)
+        except CorruptIndexError:
+            stored = None
     if stored is not None and stored.log.base_interval != base_interval:
         stored = None
     if stored is not None and stored.head == head:

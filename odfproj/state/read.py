@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap64, FrozenBitMap64
 
-from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_COLUMNS
+from odfproj.odf.data_schema import Vocab
 from odfproj.state.dataset_index import open_state_index, primary_key_of
 from odfproj.state.errors import StateIndexError
 from odfproj.state.index import AsAt, StateIndex, bitmap_to_numpy
@@ -56,12 +56,14 @@ def read_state(
     schema = projection.arrow_schema
     if schema is None:
         raise StateIndexError(f"dataset {dataset.name} has no data schema yet")
-    user = [f.name for f in schema if f.name not in SYSTEM_COLUMNS]
+    vocab = Vocab.of(projection.set_vocab)
+    system = set(vocab.to_file().values())
+    user = [f.name for f in schema if f.name not in system]
     selected = list(columns) if columns is not None else user
-    unknown = [c for c in selected if c not in schema.names or c in (OFFSET, OP)]
+    unknown = [c for c in selected if c not in schema.names or c in (vocab.offset, vocab.op)]
     if unknown:
         raise StateIndexError(f"dataset {dataset.name} has no data column {', '.join(map(repr, unknown))}")
-    wanted = [OFFSET, EVENT_TIME, *(c for c in selected if c != EVENT_TIME)]
+    wanted = [vocab.offset, vocab.event_time, *(c for c in selected if c != vocab.event_time)]
     out_schema = pa.schema([schema.field(c) for c in wanted])
     parts = []
     for _, block in dataset.iter_blocks():
@@ -87,8 +89,9 @@ def read_valid_rows(
 ) -> pa.Table | None:
     """The rows of one data file (offsets ``start..end``) whose offset is in ``valid``; ``None`` if none.
 
-    ``columns`` (with ``offset``) are read under their types in the current data schema; columns the
-    file predates read as nulls. The file is not opened when the bitmap has no offset in its interval.
+    ``columns`` (the offset column first) are read under their types in the current data schema;
+    columns the file predates read as nulls. The file is not opened when the bitmap has no offset in
+    its interval.
     """
     if valid.range_cardinality(start, end + 1) == 0:
         return None  # no valid row in this file: never opened
@@ -97,7 +100,7 @@ def read_valid_rows(
     member = np.zeros(end - start + 1, bool)
     member[bitmap_to_numpy(valid & in_file) - start] = True
     table = read_data_file(path, columns)
-    offsets = table.column(OFFSET).to_numpy()
+    offsets = table.column(0).to_numpy()
     if offsets.size and (offsets.min() < start or offsets.max() > end):
         raise StateIndexError(f"{path}: holds offsets outside its block's interval {start}..{end}")
     return table.filter(pa.array(member[offsets - start]))

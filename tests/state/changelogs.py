@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from odfproj.odf import model
 from odfproj.odf.multiformats import Multihash
-from odfproj.state.index import ChangeBatch
+from odfproj.state.index import ChangeBatch, bitmap_to_numpy
 from odfproj.storage.dataset import Dataset
 from tests.storage.helpers.chains import data_slice, schema_with
 
@@ -156,3 +156,15 @@ def commit_history(dataset: Dataset, blocks: list[Block], scratch: Path) -> list
         event = model.AddData(prev_offset=p.last_offset, new_data=data_slice(path, start, len(records)))
         heads.append(dataset.append([event], data_file=path, system_time=time))
     return heads
+
+
+def offsets(bitmap) -> set[int]:
+    return set(bitmap_to_numpy(bitmap).tolist())
+
+
+def same_index(a, b) -> None:
+    assert a.head == b.head and a.block_count == b.block_count and a.next_offset == b.next_offset
+    assert offsets(a.current_offsets()) == offsets(b.current_offsets())
+    assert (a.key_store.hashes == b.key_store.hashes).all() and (a.key_store.rows == b.key_store.rows).all()
+    for k in range(-1, a.block_count):
+        assert offsets(a.offsets_after_block(k)) == offsets(b.offsets_after_block(k))

@@ -13,12 +13,17 @@ from hypothesis import HealthCheck, given, settings
 
 from odfproj.state.dataset_index import index_directory, open_state_index, rebuild_state_index
 from odfproj.state.errors import CorruptIndexError, StateIndexError
-from odfproj.state.index import bitmap_to_numpy
 from odfproj.state.persistence import MANIFEST, load_index, read_manifest
 from odfproj.state.read import read_state
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.workspace import Workspace
-from tests.state.changelogs import KEY_COLUMNS, commit_history, histories, reference_states
+from tests.state.changelogs import (
+    KEY_COLUMNS,
+    commit_history,
+    histories,
+    reference_states,
+    same_index,
+)
 
 HISTORY = [
     [(0, ("eu", 1), 10), (0, ("us", None), 20), (0, (None, None), 30)],
@@ -27,18 +32,6 @@ HISTORY = [
     [(0, ("us", None), 21), (1, (None, None), 30)],
     [(2, ("us", None), 21), (3, ("us", None), 22), (0, (None, 5), 40)],
 ]
-
-
-def offsets(bitmap) -> set[int]:
-    return set(bitmap_to_numpy(bitmap).tolist())
-
-
-def same_index(a, b) -> None:
-    assert a.head == b.head and a.block_count == b.block_count and a.next_offset == b.next_offset
-    assert offsets(a.current_offsets()) == offsets(b.current_offsets())
-    assert (a.key_store.hashes == b.key_store.hashes).all() and (a.key_store.rows == b.key_store.rows).all()
-    for k in range(-1, a.block_count):
-        assert offsets(a.offsets_after_block(k)) == offsets(b.offsets_after_block(k))
 
 
 def test_open_builds_persists_and_reloads(dataset: Dataset, scratch: Path) -> None:
