@@ -33,6 +33,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Docstrings are wrapped at 110 columns in the source: markdown mode re-flows their paragraphs.
+    rich_markup_mode="markdown",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(block.app, name="block")
