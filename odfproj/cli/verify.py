@@ -25,7 +25,7 @@ def verify(
         False,
         "--reproduce",
         help="Also re-execute every recorded transform of each derivative and compare logical hashes "
-        "(starts Spark).",
+        "(starts Spark); implies --integrity.",
     ),
     workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP),
     project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP),
@@ -33,7 +33,9 @@ def verify(
     """Verify block hashes, chain invariants and data files; exit 1 if anything is wrong.
 
     With --reproduce, every ExecuteTransform is re-run from the input data it recorded, and a result
-    whose logical hash differs from the recorded one is reported naming the block.
+    whose logical hash differs from the recorded one is reported naming the block; data files are then
+    also re-hashed (as with --integrity), so stored data that differs from what the chain records is
+    reported naming the file.
     """
     opened = resolve_workspace(workspace, project)
     names = datasets or opened.list_datasets()
@@ -42,7 +44,8 @@ def verify(
     engine = _engine(project, workspace, ctx) if reproduce else None
     for name in names:
         dataset = opened.open(name)
-        problems = [str(p) for p in verify_dataset(dataset, integrity=integrity)]
+        # Reproducing proves the recorded hashes; re-hashing the files proves the stored data is that.
+        problems = [str(p) for p in verify_dataset(dataset, integrity=integrity or reproduce)]
         if engine is not None and not problems and dataset.kind is model.DatasetKind.Derivative:
             from odfproj.transform.reproduce import reproduce_all
 
