@@ -16,6 +16,7 @@ but are looked up case-insensitively, like ODF dataset names.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
@@ -51,6 +52,9 @@ class Workspace:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        # dataset id -> name as of the last scan (see find_by_id); a hint, always re-checked.
+        self._names_by_id: dict[DatasetId, str] | None = None
+        self._ids_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r})"
@@ -111,6 +115,43 @@ class Workspace:
         if recover:
             dataset.recover()
         return dataset
+
+    def find_by_id(self, dataset_id: DatasetId) -> Dataset | None:
+        """The dataset with this id, or None (read-only open, as ``open(recover=False)``).
+
+        Ids live in each chain's Seed, so finding one means reading every dataset's projection. A
+        run resolves the inputs of every derivative, so the id -> name map of the last scan is kept
+        on this handle; a hit is re-checked against the dataset's own id and a miss rescans, so a
+        dataset created, deleted or renamed since never gives a wrong answer, it only costs a scan.
+        """
+        with self._ids_lock:
+            names = self._names_by_id
+        if names is not None:
+            found = self._open_if_id(names, dataset_id)
+            if found is not None:
+                return found
+        return self._open_if_id(self._scan_ids(), dataset_id)
+
+    def _open_if_id(self, names: dict[DatasetId, str], dataset_id: DatasetId) -> Dataset | None:
+        name = names.get(dataset_id)
+        if name is None:
+            return None
+        try:
+            dataset = self.open(name, recover=False)
+        except DatasetNotFoundError:  # deleted since the scan
+            return None
+        return dataset if dataset.dataset_id == dataset_id else None
+
+    def _scan_ids(self) -> dict[DatasetId, str]:
+        names: dict[DatasetId, str] = {}
+        for name in self.list_datasets():
+            try:
+                names[self.open(name, recover=False).dataset_id] = name
+            except Exception:  # a damaged dataset is reported by verify, not here
+                continue
+        with self._ids_lock:
+            self._names_by_id = names
+        return names
 
     # --- creating and deleting ----------------------------------------------------------------------
 

@@ -101,7 +101,6 @@ def resolve_inputs(
     workspace: Workspace, derivative: str, inputs: Iterable[model.TransformInput]
 ) -> list[tuple[str, DatasetId, Dataset]]:
     """``(alias, id, dataset)`` per SetTransform input, in order; the ids are looked up in ``workspace``."""
-    by_id: dict[DatasetId, Dataset] | None = None
     resolved: list[tuple[str, DatasetId, Dataset]] = []
     for transform_input in inputs:
         try:
@@ -110,15 +109,7 @@ def resolve_inputs(
             raise TransformError(
                 f"dataset {derivative}: input {transform_input.dataset_ref!r} is not a did:odf identifier"
             ) from None
-        if by_id is None:
-            by_id = {}
-            for other in workspace.list_datasets():
-                try:
-                    dataset = workspace.open(other, recover=False)
-                    by_id[dataset.dataset_id] = dataset
-                except Exception:  # a damaged dataset is reported by verify, not here
-                    continue
-        dataset = by_id.get(dataset_id)
+        dataset = workspace.find_by_id(dataset_id)
         alias = transform_input.alias
         if dataset is None:
             shown = f"{alias!r} ({dataset_id})" if alias else str(dataset_id)

@@ -147,3 +147,14 @@ def test_info_records_round_trip(tmp_path) -> None:
     assert ds.read_info("applied.json") == b"{}"
     with pytest.raises(InvalidValueError):
         ds.write_info("../escape", b"")
+
+
+def test_find_by_id_follows_creates_and_deletes(workspace: Workspace) -> None:
+    first = workspace.create("prices", model.DatasetKind.Root).dataset_id
+    assert workspace.find_by_id(first).name == "prices"
+    workspace.delete("prices")
+    second = workspace.create("prices", model.DatasetKind.Root).dataset_id  # same name, new id
+    assert workspace.find_by_id(first) is None  # the remembered name now holds another id
+    assert workspace.find_by_id(second).name == "prices"
+    other = Workspace(workspace.root).create("volumes", model.DatasetKind.Root)  # made by another handle
+    assert workspace.find_by_id(other.dataset_id).name == "volumes"
