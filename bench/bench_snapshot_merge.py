@@ -76,8 +76,9 @@ def timed(action, *args):
 
 def merge_by_index(engine, dataset, projection, prepared) -> pa.Table:
     """The pipeline's path: the previous state through the state index."""
-    _, state = read_current_state(engine, dataset, projection, (KEY,), Vocab())
-    return merge_snapshot(prepared, None, (KEY,), state=state).toArrow()
+    with tempfile.TemporaryDirectory(prefix="odfproj-bench-state-") as scratch:
+        _, state = read_current_state(engine, dataset, projection, (KEY,), Vocab(), Path(scratch))
+        return merge_snapshot(prepared, None, (KEY,), state=state).toArrow()
 
 
 def merge_by_history(engine, dataset, projection, prepared) -> pa.Table:

@@ -291,12 +291,13 @@ def commit_batch(
     projection = dataset.projection()
     stamp = block_system_time(projection, system_time)
     vocab = Vocab.of(projection.set_vocab)
-    with errors_named(where, paths or {}):
+    scratch = Path(tempfile.mkdtemp(prefix="merge-", dir=work_dir))  # the state file of a Snapshot merge
+    with errors_named(where, paths or {}), _removed(scratch):
         batch, from_data = with_event_time(batch, vocab, event_time or stamp)
         history = state = index = None
         key = primary_key(merge_strategy)
         if isinstance(merge_strategy, model.MergeStrategySnapshot) and projection.has_data:
-            index, state = read_current_state(engine, dataset, projection, key, vocab)
+            index, state = read_current_state(engine, dataset, projection, key, vocab, scratch)
         elif key:
             history = read_history(engine, dataset, projection, vocab)
         columns = batch.columns
@@ -418,13 +419,20 @@ def primary_key(strategy: model.MergeStrategy) -> tuple[str, ...]:
 
 
 def read_current_state(
-    engine: SparkEngine, dataset: Dataset, projection: ChainProjection, key: Sequence[str], vocab: Vocab
+    engine: SparkEngine,
+    dataset: Dataset,
+    projection: ChainProjection,
+    key: Sequence[str],
+    vocab: Vocab,
+    work_dir: Path,
 ) -> tuple[StateIndex, DataFrame]:
     """The latest valid row per key, read through the state index (Opal) rather than from all history.
 
     The index picks the valid rows of each data file by bitmap, so the cost follows the size of the
-    state, not of the history; files without a valid row are not opened. Returns the index too (at
-    the current head), so the commit can advance it by its own blocks only. Columns: ``event_time``
+    state, not of the history; files without a valid row are not opened. The rows reach Spark as one
+    Parquet file in ``work_dir`` (which must outlive the DataFrame): Spark reads it natively, several
+    times faster than converting a large Arrow table through Python. Returns the index too (at the
+    current head), so the commit can advance it by its own blocks only. Columns: ``event_time``
     (standard name) and the user columns, like ``changelog.current_state``.
     """
     index = open_state_index(dataset, key)
@@ -432,9 +440,11 @@ def read_current_state(
     table = table.drop_columns([vocab.offset]).rename_columns(
         [EVENT_TIME if c == vocab.event_time else c for c in table.column_names[1:]]
     )
-    if table.num_rows:
-        return index, engine.session.createDataFrame(table)
-    return index, engine.session.createDataFrame([], spark_schema_from_arrow(table.schema))
+    if not table.num_rows:
+        return index, engine.session.createDataFrame([], spark_schema_from_arrow(table.schema))
+    path = work_dir / f"state-{os.urandom(6).hex()}.parquet"
+    pq.write_table(table, path)
+    return index, engine.session.read.schema(spark_schema_from_arrow(table.schema)).parquet(str(path))
 
 
 def advance_state_index(dataset: Dataset, key: Sequence[str], index: StateIndex | None) -> None:
@@ -591,6 +601,15 @@ def _unlink_temporary(item: FetchedItem) -> None:
             shutil.rmtree(item.path, ignore_errors=True)
         else:
             item.path.unlink(missing_ok=True)
+
+
+@contextmanager
+def _removed(path: Path) -> Iterator[None]:
+    """Remove the folder ``path`` when the block ends, however it ends."""
+    try:
+        yield
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @contextmanager
