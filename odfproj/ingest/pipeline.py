@@ -54,8 +54,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from odfproj.engine.spark import SparkEngine, describe_spark_error, is_spark_error
-from odfproj.engine.types import arrow_schema_from_spark, spark_schema_from_arrow
+from odfproj.engine.spark import SparkEngine, describe_spark_error, frame_from_arrow, is_spark_error
+from odfproj.engine.types import arrow_schema_from_spark
 from odfproj.errors import EngineError, OdfprojError
 from odfproj.ingest.errors import IngestError, UnsupportedSourceError, source_label
 from odfproj.ingest.fetch import FetchedItem, fetch
@@ -430,21 +430,16 @@ def read_current_state(
 
     The index picks the valid rows of each data file by bitmap, so the cost follows the size of the
     state, not of the history; files without a valid row are not opened. The rows reach Spark as one
-    Parquet file in ``work_dir`` (which must outlive the DataFrame): Spark reads it natively, several
-    times faster than converting a large Arrow table through Python. Returns the index too (at the
-    current head), so the commit can advance it by its own blocks only. Columns: ``event_time``
-    (standard name) and the user columns, like ``changelog.current_state``.
+    Parquet file in ``work_dir``, which must outlive the DataFrame (``engine.spark.frame_from_arrow``).
+    Returns the index too (at the current head), so the commit can advance it by its own blocks only.
+    Columns: ``event_time`` (standard name) and the user columns, like ``changelog.current_state``.
     """
     index = open_state_index(dataset, key)
     table = read_state(dataset, index=index)
     table = table.drop_columns([vocab.offset]).rename_columns(
         [EVENT_TIME if c == vocab.event_time else c for c in table.column_names[1:]]
     )
-    if not table.num_rows:
-        return index, engine.session.createDataFrame([], spark_schema_from_arrow(table.schema))
-    path = work_dir / f"state-{os.urandom(6).hex()}.parquet"
-    pq.write_table(table, path)
-    return index, engine.session.read.schema(spark_schema_from_arrow(table.schema)).parquet(str(path))
+    return index, frame_from_arrow(engine.session, table, work_dir)
 
 
 def advance_state_index(dataset: Dataset, key: Sequence[str], index: StateIndex | None) -> None:

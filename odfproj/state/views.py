@@ -19,18 +19,20 @@ Only the datasets a query mentions are read, so a query over one dataset costs o
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from odfproj.engine.contract import InvalidQueryError
-from odfproj.engine.spark import SparkEngine, translating_errors
+from odfproj.engine.spark import SparkEngine, frame_from_arrow, translating_errors
 from odfproj.errors import OdfprojError
 from odfproj.odf import model
-from odfproj.odf.data_schema import OFFSET, SYSTEM_TIME
+from odfproj.odf.data_schema import SYSTEM_TIME
 from odfproj.odf.timestamps import to_utc
 from odfproj.state.dataset_index import primary_key_of
 from odfproj.state.read import read_state
@@ -69,16 +71,21 @@ def referenced_views(sql: str, datasets: Iterable[str]) -> list[DatasetView]:
     return views
 
 
-def state_frame(session: SparkSession, dataset: Dataset, as_at: datetime | None = None) -> DataFrame:
-    """The dataset's state (see the module doc) as a DataFrame of ``event_time`` and the user columns."""
+def state_frame(
+    session: SparkSession, dataset: Dataset, scratch: Path, as_at: datetime | None = None
+) -> DataFrame:
+    """The dataset's state (see the module doc) as a DataFrame of ``event_time`` and the user columns.
+
+    A keyed dataset's rows, picked through the index, reach Spark as a Parquet file in ``scratch``
+    (which must outlive the DataFrame; see ``engine.spark.frame_from_arrow``).
+    """
     projection = dataset.projection()
     if projection.arrow_schema is None:
         raise OdfprojError(f"dataset {dataset.name} has no data yet, so it has no state to query")
-    if primary_key_of(projection):
-        table = read_state(dataset, as_at=to_utc(as_at) if as_at is not None else None)
-        table = table.drop_columns([OFFSET])
-        return session.createDataFrame(table) if table.num_rows else _empty(session, table.schema)
-    return multiset_state(changelog_frame(session, dataset, as_at))
+    if not primary_key_of(projection):
+        return multiset_state(changelog_frame(session, dataset, as_at))
+    table = read_state(dataset, as_at=to_utc(as_at) if as_at is not None else None)
+    return frame_from_arrow(session, table.drop_columns([table.column_names[0]]), scratch)  # no offset
 
 
 def changelog_frame(session: SparkSession, dataset: Dataset, as_at: datetime | None = None) -> DataFrame:
@@ -96,12 +103,6 @@ def changelog_frame(session: SparkSession, dataset: Dataset, as_at: datetime | N
     return history
 
 
-def _empty(session: SparkSession, schema: pa.Schema) -> DataFrame:
-    from odfproj.engine.types import spark_schema_from_arrow
-
-    return session.createDataFrame([], spark_schema_from_arrow(schema))
-
-
 def run_sql(
     engine: SparkEngine,
     workspace: Workspace,
@@ -117,10 +118,17 @@ def run_sql(
     """
     names: Sequence[str] = workspace.list_datasets()
     views = referenced_views(sql, names)
-    with translating_errors("query"), engine.scope() as scope:
+    with (
+        tempfile.TemporaryDirectory(prefix="odfproj-sql-") as scratch,
+        translating_errors("query"),
+        engine.scope() as scope,
+    ):
         for view in views:
             dataset = workspace.open(view.dataset, recover=False)
-            frame = (changelog_frame if view.changelog else state_frame)(scope.session, dataset, as_at)
+            if view.changelog:
+                frame = changelog_frame(scope.session, dataset, as_at)
+            else:
+                frame = state_frame(scope.session, dataset, Path(scratch), as_at)
             scope.register(view.name, frame)
         try:
             result = scope.run(model.TransformSql(engine="spark", query=sql))
