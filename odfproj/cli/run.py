@@ -99,16 +99,20 @@ def run(
         raise typer.Exit(1)
 
 
-def _print_line(event: RunEvent) -> None:
+def event_line(event: RunEvent) -> str:
+    """One line per run event, for output that is not a terminal (CI logs) and for watch --apply."""
     if event.phase == "start":
-        typer.echo(f"START {event.dataset} ({event.work.value})")
-        return
+        return f"START {event.dataset} ({event.work.value})"
     r = event.result
     assert r is not None
     detail = f"{r.records_added} record(s)" if r.status is Status.SUCCESS else r.message
     if r.status is Status.SUCCESS and r.message:
         detail += f", {r.message}"
-    typer.echo(f"{r.status.value.upper()} {r.dataset} ({r.work.value}) in {r.seconds:.1f}s: {detail}")
+    return f"{r.status.value.upper()} {r.dataset} ({r.work.value}) in {r.seconds:.1f}s: {detail}"
+
+
+def _print_line(event: RunEvent) -> None:
+    typer.echo(event_line(event))
 
 
 class _LiveView:

@@ -15,11 +15,12 @@ from odfproj.cli.options import (
     VarOption,
     plan_request,
 )
+from odfproj.cli.run import event_line
 from odfproj.engine.session import SparkSessionHolder
 from odfproj.plan.model import Action
 from odfproj.plan.render import render_text
 from odfproj.project.config import load_project
-from odfproj.run.run import RunEvent, Status, spark_settings
+from odfproj.run.run import RunEvent, spark_settings
 from odfproj.run.watch import WatchCycle, Watcher
 from odfproj.run.watch import watch as watch_loop
 
@@ -130,12 +131,4 @@ def _header(cycle: WatchCycle) -> str:
 
 
 def _print_run_event(event: RunEvent) -> None:
-    if event.phase == "start":
-        typer.echo(f"  START {event.dataset} ({event.work.value})")
-        return
-    r = event.result
-    assert r is not None
-    detail = f"{r.records_added} record(s)" if r.status is Status.SUCCESS else r.message
-    if r.status is Status.SUCCESS and r.message:
-        detail += f", {r.message}"
-    typer.echo(f"  {r.status.value.upper()} {r.dataset} ({r.work.value}) in {r.seconds:.1f}s: {detail}")
+    typer.echo(f"  {event_line(event)}")
