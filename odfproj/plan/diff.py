@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from odfproj.odf import model
+from odfproj.odf.arrow_schema import decode_arrow_schema
 from odfproj.odf.yaml_codec import to_data
 from odfproj.plan import evolution
 from odfproj.plan.model import Action, EventChange, PlanStep
@@ -53,8 +54,13 @@ class ChainView:
     last_offset: int | None = None
     #: For a derivative: per input ``did:odf``, the last input offset it has consumed.
     input_offsets: Mapping[str, int | None] = field(default_factory=dict)
-    #: The current data schema (``SetDataSchema``); None before the first data.
-    data_schema: pa.Schema | None = None
+    #: The current ``SetDataSchema`` as stored (FlatBuffers bytes); None before the first data.
+    schema_bytes: bytes | None = None
+
+    @property
+    def data_schema(self) -> pa.Schema | None:
+        """The current data schema, decoded only when asked: plan needs it for changed queries only."""
+        return decode_arrow_schema(self.schema_bytes) if self.schema_bytes is not None else None
 
 
 def event_key(event: Any) -> str | None:

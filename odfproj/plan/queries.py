@@ -91,10 +91,11 @@ def _input_schemas(transform: model.SetTransform, views: Mapping[str, ChainView]
     for inp in transform.inputs:
         ref = inp.dataset_ref
         view = by_id.get(ref) if ref.startswith("did:") else views.get(ref.lower())
-        if view is None or view.data_schema is None:
+        schema = view.data_schema if view is not None else None
+        if schema is None:
             unknown.append(ref)
         else:
-            schemas[inp.alias or ref] = view.data_schema
+            schemas[inp.alias or ref] = schema
     return _Inputs(schemas, tuple(unknown))
 
 

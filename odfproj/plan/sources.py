@@ -157,7 +157,7 @@ def load_workspace_state(root: Path) -> WorkspaceState:
             input_offsets=MappingProxyType(
                 {did.as_did_str(): pos.new_offset for did, pos in projection.inputs.items()}
             ),
-            data_schema=projection.arrow_schema,
+            schema_bytes=projection.schema,
         )
     return WorkspaceState(MappingProxyType(views), names)
 
