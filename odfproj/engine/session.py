@@ -18,6 +18,7 @@ from typing import IO, TYPE_CHECKING
 from odfproj.errors import EngineError
 
 if TYPE_CHECKING:
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
 #: Settings every odfproj session gets; a target's ``spark_conf`` may override any of them.
@@ -63,15 +64,16 @@ def create_spark_session(settings: SparkSettings) -> SparkSession:
     """Build (or reuse, Spark keeps one per JVM) a session configured as ``settings`` say."""
     os.environ.setdefault("PYSPARK_PYTHON", _python())
     try:
+        from pyspark import SparkConf
         from pyspark.sql import SparkSession
     except ImportError as e:  # pragma: no cover - pyspark is a dependency
         raise EngineError(f"pyspark is not installed: {e}") from None
-    builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
+    conf = SparkConf().setMaster(settings.master).setAppName(settings.app_name)
     for key, value in settings.effective_conf().items():
-        builder = builder.config(key, value)
+        conf.set(key, value)
     try:
-        _launch_quiet_gateway(settings)
-        session = builder.getOrCreate()
+        _launch_quiet_gateway(conf, settings.verbose)
+        session = SparkSession.builder.config(conf=conf).getOrCreate()
     except Exception as e:  # the JVM failed to start: no Java, bad master URL, ...
         raise EngineError(
             f"could not start Spark (master {settings.master}): {_first_line(e)}; "
@@ -93,7 +95,7 @@ _STARTUP_NOISE = (
 )
 
 
-def _launch_quiet_gateway(settings: SparkSettings) -> None:
+def _launch_quiet_gateway(conf: SparkConf, verbose: bool) -> None:
     """Start the JVM with its stderr piped through a filter that drops the start-up noise.
 
     PySpark starts the JVM with stderr inherited, so those lines would reach the user's terminal on
@@ -103,17 +105,14 @@ def _launch_quiet_gateway(settings: SparkSettings) -> None:
     """
     import subprocess
 
-    from pyspark import SparkConf, SparkContext
+    from pyspark import SparkContext
     from pyspark.java_gateway import launch_gateway
 
     if SparkContext._gateway is not None:  # PySpark's own record of its JVM
         return
-    conf = SparkConf().setMaster(settings.master).setAppName(settings.app_name)
-    for key, value in settings.effective_conf().items():
-        conf.set(key, value)
     gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
     threading.Thread(
-        target=_forward_stderr, args=(gateway.proc.stderr, settings.verbose), daemon=True, name="jvm-stderr"
+        target=_forward_stderr, args=(gateway.proc.stderr, verbose), daemon=True, name="jvm-stderr"
     ).start()
     SparkContext._ensure_initialized(gateway=gateway, conf=conf)
 
