@@ -1,4 +1,4 @@
-"""Shared fixtures. ``SHARED_DIR`` is the read-only spec folder that sits beside the repository."""
+"""Shared fixtures, and where the conformance data the tests use lives (in the repository, sources noted)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,10 @@ from pathlib import Path
 import pytest
 
 REPO_DIR = Path(__file__).resolve().parents[1]
-SHARED_DIR = REPO_DIR.parent / "shared"
-SPEC_DIR = SHARED_DIR / "odf-spec"
-VECTORS_DIR = SPEC_DIR / "test-vectors"
-REFERENCE_MANIFESTS_DIR = SHARED_DIR / "reference-manifests"
-
-
-@pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    if not SHARED_DIR.is_dir():
-        pytest.fail(f"the spec folder {SHARED_DIR} is missing: it must sit beside the repository")
-    return SHARED_DIR
+FIXTURES_DIR = REPO_DIR / "tests" / "fixtures"
+# The ODF conformance vectors and the reference implementation's manifests: copies, see each SOURCES.md.
+VECTORS_DIR = FIXTURES_DIR / "odf-spec" / "test-vectors"
+REFERENCE_MANIFESTS_DIR = FIXTURES_DIR / "reference-manifests"
 
 
 def _test_spark_settings():

@@ -19,15 +19,14 @@ from odfproj.project.fmt import (
     format_files,
     format_text,
 )
+from tests.conftest import REFERENCE_MANIFESTS_DIR
 
-REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference-manifests"
 EXAMPLE = Path(__file__).resolve().parents[2] / "example_project" / "datasets"
 
 
 def reference_files() -> list[Path]:
-    files = sorted(REFERENCE.glob("*.yaml"))
-    if not files:
-        pytest.skip(f"reference manifests not found in {REFERENCE}")
+    files = sorted(REFERENCE_MANIFESTS_DIR.glob("*.yaml"))
+    assert files, f"no reference manifests in {REFERENCE_MANIFESTS_DIR}"
     return files
 
 
