@@ -42,15 +42,12 @@ from __future__ import annotations
 
 import email.utils
 import glob
-import http.client
 import json
 import os
 import re
 import secrets
 import shutil
-import socket
 import subprocess
-import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -67,18 +64,17 @@ from odfproj.ingest.errors import (
     MissingParameterError,
     SourceNotFoundError,
     SourceStateError,
-    SourceUnreachableError,
     UnsupportedSourceError,
     last_stderr_line,
     one_line,
     source_label,
 )
 from odfproj.ingest.event_time import resolve_event_time
+from odfproj.ingest.http import HttpSettings, download
 from odfproj.odf import model
 from odfproj.odf.timestamps import format_rfc3339, parse_rfc3339
 
 __all__ = [
-    "DEFAULT_TIMEOUT",
     "KIND_ETAG",
     "KIND_FETCHED",
     "KIND_FILES_GLOB",
@@ -95,10 +91,6 @@ KIND_LAST_MODIFIED = "odf/last-modified"
 KIND_FILES_GLOB = "odfproj/files-glob"
 KIND_FETCHED = "odfproj/fetched"
 
-#: Seconds to wait for an HTTP connection and for each read from it.
-DEFAULT_TIMEOUT = 30.0
-
-_CHUNK = 1 << 20
 _CONTAINER_OUT = "/opt/odf/out"
 _CONTAINER_BATCH_SIZE = "10000"
 
@@ -143,7 +135,7 @@ class _Context:
     work_dir: Path
     system_time: datetime
     environ: Mapping[str, str]
-    timeout: float
+    http: HttpSettings
 
     @property
     def label(self) -> str:
@@ -166,12 +158,13 @@ def fetch(
     work_dir: Path,
     system_time: datetime,
     environ: Mapping[str, str],
-    timeout: float = DEFAULT_TIMEOUT,
+    http: HttpSettings | None = None,
 ) -> FetchResult:
     """Fetch what is new at the source since ``prev_state``.
 
     ``source`` becomes ``SourceState.source_name``; ``system_time`` is the run's time (for
-    ``FromSystemTime``); ``environ`` supplies ``${{ env.X }}`` values, ``PATH`` and proxies.
+    ``FromSystemTime``); ``environ`` supplies ``${{ env.X }}`` values, ``PATH``, proxies and
+    the ``ODFPROJ_HTTP_*`` bounds of a download (``http``, when given, replaces those).
     Raises an :class:`~odfproj.ingest.errors.IngestError` naming the dataset, source and URL/file.
     """
     ctx = _Context(
@@ -182,7 +175,7 @@ def fetch(
         work_dir=Path(work_dir),
         system_time=system_time,
         environ=environ,
-        timeout=timeout,
+        http=http if http is not None else HttpSettings.from_environ(environ),
     )
     cache = getattr(step, "cache", None)
     if isinstance(cache, model.SourceCachingForever) and prev_state is not None:
@@ -293,24 +286,19 @@ def _fetch_http(
     ctx: _Context,
 ) -> FetchResult:
     where = f"{ctx.label}: cannot fetch {display}"
-    request = _http_request(url, headers, ctx.prev_state, where)
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler(_proxies(url, ctx.environ)))
-    try:
-        response = opener.open(request, timeout=ctx.timeout)
-    except urllib.error.HTTPError as e:
-        e.close()
-        if e.code == 304:
-            return FetchResult()
-        raise _http_status_error(e.code, e.reason, where) from None
-    except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
-        raise SourceUnreachableError(f"{where}: {_network_reason(e, ctx.timeout)}") from None
-    except ValueError as e:  # a malformed URL or header value
-        raise FetchError(f"{where}: {one_line(str(e))}") from None
-    with response:
-        target = ctx.new_file("download")
-        _download(response, target, where, ctx.timeout)
-        etag = response.headers.get("ETag")
-        last_modified = _http_date(response.headers.get("Last-Modified"))
+    target = ctx.new_file("download")
+    response = download(
+        url,
+        _request_headers(headers, ctx.prev_state),
+        target,
+        settings=ctx.http,
+        proxy=_proxies(url, ctx.environ).get(urlsplit(url).scheme.lower()),
+        where=where,
+    )
+    if response.not_modified:
+        return FetchResult()
+    etag = response.etag
+    last_modified = _http_date(response.last_modified)
     if etag:
         state: model.SourceState | None = ctx.state(KIND_ETAG, etag)
     elif last_modified is not None:
@@ -329,61 +317,20 @@ def _fetch_http(
     return FetchResult(items=(item,))
 
 
-def _http_request(
-    url: str, headers: list[tuple[str, str]], prev_state: model.SourceState | None, where: str
-) -> urllib.request.Request:
-    """A GET with the step's headers and the conditional header that matches the recorded state."""
-    try:
-        request = urllib.request.Request(url, method="GET")
-    except ValueError as e:
-        raise FetchError(f"{where}: {one_line(str(e))}") from None
-    for name, value in headers:
-        request.add_header(name, value)
-    if not request.has_header("User-agent"):
-        request.add_header("User-Agent", f"odfproj/{__version__}")
+def _request_headers(
+    headers: list[tuple[str, str]], prev_state: model.SourceState | None
+) -> list[tuple[str, str]]:
+    """The step's headers, a User-Agent unless the step sets one, and the conditional header of the state."""
+    out = list(headers)
+    if not any(name.lower() == "user-agent" for name, _ in out):
+        out.append(("User-Agent", f"odfproj/{__version__}"))
     if prev_state is not None and prev_state.kind == KIND_ETAG:
-        request.add_header("If-None-Match", prev_state.value)
+        out.append(("If-None-Match", prev_state.value))
     elif prev_state is not None and prev_state.kind == KIND_LAST_MODIFIED:
         since = _state_time(prev_state)
         if since is not None:
-            request.add_header("If-Modified-Since", email.utils.format_datetime(since, usegmt=True))
-    return request
-
-
-def _download(response: http.client.HTTPResponse, target: Path, where: str, timeout: float) -> None:
-    """Stream the body to ``target`` through a ``.part`` file, so a failure leaves no half file."""
-    part = target.with_name(target.name + ".part")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with open(part, "xb") as out:
-            shutil.copyfileobj(response, out, _CHUNK)
-        os.replace(part, target)
-    except (OSError, http.client.HTTPException) as e:
-        part.unlink(missing_ok=True)
-        raise SourceUnreachableError(f"{where}: {_network_reason(e, timeout)}") from None
-
-
-def _http_status_error(code: int, reason: str, where: str) -> FetchError:
-    message = f"{where}: HTTP {code} {one_line(str(reason))}".rstrip()
-    if code in (404, 410):
-        return SourceNotFoundError(message)
-    if code >= 500 or code == 429:
-        return SourceUnreachableError(message)
-    return FetchError(message)
-
-
-def _network_reason(error: BaseException, timeout: float) -> str:
-    """A short human reason for a failed connection (urllib nests the cause in ``URLError.reason``)."""
-    reason = error.reason if isinstance(error, urllib.error.URLError) else error
-    if isinstance(reason, socket.gaierror):
-        return f"cannot resolve host ({one_line(str(reason.strerror or reason))})"
-    if isinstance(reason, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(reason, TimeoutError):
-        return f"timed out after {timeout:g} s"
-    if isinstance(reason, http.client.IncompleteRead):
-        return "connection closed before the whole response was received"
-    return one_line(str(reason)) or type(reason).__name__
+            out.append(("If-Modified-Since", email.utils.format_datetime(since, usegmt=True)))
+    return out
 
 
 def _http_date(value: str | None) -> datetime | None:

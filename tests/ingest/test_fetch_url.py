@@ -31,10 +31,13 @@ from odfproj.ingest.fetch import (
     expand_env_templates,
     fetch,
 )
+from odfproj.ingest.http import HttpSettings
 from odfproj.odf import model
 
 SYSTEM_TIME = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 LAST_MODIFIED = datetime(2024, 3, 15, 8, 30, tzinfo=UTC)
+#: No retries, so a failure test fails at once (retries are tested in tests/security/test_fetch_bounds.py).
+ONCE = HttpSettings(retries=0)
 
 
 @dataclass
@@ -128,6 +131,7 @@ def run(step: model.FetchStep, tmp_path: Path, prev: model.SourceState | None = 
         work_dir=tmp_path / "work",
         system_time=SYSTEM_TIME,
         environ=kw.pop("environ", {}),
+        http=kw.pop("http", ONCE),
         **kw,
     )
 
@@ -278,8 +282,12 @@ def test_connection_refused(tmp_path: Path) -> None:
 
 def test_timeout(server: Server, tmp_path: Path) -> None:
     server.routes["/slow"] = Resource(b"x", delay=1.5)
-    with pytest.raises(SourceUnreachableError, match=r"timed out after 0.3 s"):
-        run(model.FetchStepUrl(url=server.url("/slow")), tmp_path, timeout=0.3)
+    with pytest.raises(SourceUnreachableError, match=r"timed out after 0.3 s waiting for data"):
+        run(
+            model.FetchStepUrl(url=server.url("/slow")),
+            tmp_path,
+            http=HttpSettings(read_timeout=0.3, retries=0),
+        )
     leftovers = list((tmp_path / "work").glob("*")) if (tmp_path / "work").exists() else []
     assert leftovers == []
 
