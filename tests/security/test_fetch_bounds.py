@@ -1,0 +1,147 @@
+"""A Url source cannot hold a run: timeouts, an overall deadline, bounded retries (issue 13 point 5).
+
+Real servers on 127.0.0.1 (tests/security/fetch_helpers.py) that hang, trickle, fail and refuse.
+Deadlines are small configured values; the tests assert the error, never the time it took.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from odfproj.ingest.errors import FetchError, IngestError, SourceNotFoundError, SourceUnreachableError
+from odfproj.ingest.fetch import FetchResult, fetch
+from odfproj.ingest.http import ENV_DEADLINE, ENV_RETRIES, HttpSettings, download
+from odfproj.odf import model
+from tests.security.fetch_helpers import hanging, raw_server, refused_port, scripted_server, trickling
+
+SYSTEM_TIME = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def _fetch(
+    url: str, tmp_path: Path, http: HttpSettings | None, environ: dict[str, str] | None = None
+) -> FetchResult:
+    return fetch(
+        model.FetchStepUrl(url=url),
+        dataset="bounded.ds",
+        source="default",
+        prev_state=None,
+        project_root=tmp_path,
+        work_dir=tmp_path / "work",
+        system_time=SYSTEM_TIME,
+        environ=environ or {},
+        http=http,
+    )
+
+
+def _no_leftovers(tmp_path: Path) -> bool:
+    work = tmp_path / "work"
+    return not work.exists() or not any(work.iterdir())
+
+
+def _one_line_naming(message: str, url: str) -> None:
+    assert "'bounded.ds'" in message and url in message and "\n" not in message
+
+
+def test_hanging_server_is_stopped_by_the_deadline(tmp_path: Path) -> None:
+    with (
+        raw_server(hanging) as server,
+        pytest.raises(SourceUnreachableError, match=r"gave up after the 2 s deadline") as e,
+    ):
+        _fetch(server.url(), tmp_path, HttpSettings(deadline=2, retries=3))
+    _one_line_naming(str(e.value), server.url())
+    assert _no_leftovers(tmp_path)
+
+
+def test_read_timeout_is_retried_a_bounded_number_of_times(tmp_path: Path) -> None:
+    settings = HttpSettings(read_timeout=0.3, retries=2, backoff=0.01)
+    with raw_server(hanging) as server:
+        with pytest.raises(SourceUnreachableError, match=r"timed out after 0.3 s waiting for data") as e:
+            _fetch(server.url(), tmp_path, settings)
+        assert server.connections == 3
+    assert "gave up after 3 attempts" in str(e.value)
+
+
+def test_trickling_server_is_stopped_by_the_deadline(tmp_path: Path) -> None:
+    """One byte at a time never trips a read timeout; the deadline stops it anyway."""
+    with (
+        raw_server(trickling(0.1)) as server,
+        pytest.raises(SourceUnreachableError, match=r"deadline") as e,
+    ):
+        _fetch(server.url(), tmp_path, HttpSettings(read_timeout=30, deadline=1, retries=3))
+    _one_line_naming(str(e.value), server.url())
+    assert _no_leftovers(tmp_path)  # the partial download is gone
+
+
+def test_503_twice_then_200_is_retried_with_growing_waits(tmp_path: Path) -> None:
+    settings = HttpSettings(retries=3, backoff=0.05)
+    with scripted_server([503, 503, 200]) as server:
+        result = _fetch(server.url(), tmp_path, settings)
+        assert server.statuses == [503, 503, 200]
+    [item] = result.items
+    assert item.path.read_bytes() == b"a\n1\n"
+    with scripted_server([503, 503, 200]) as server:
+        response = download(server.url(), [], tmp_path / "d", settings=settings, proxy=None, where="w")
+    assert response.waits == (0.05, 0.1)  # exponential backoff: each wait doubles
+
+
+def test_retries_are_bounded(tmp_path: Path) -> None:
+    with scripted_server([503]) as server:
+        with pytest.raises(SourceUnreachableError, match=r"HTTP 503 .*gave up after 3 attempts"):
+            _fetch(server.url(), tmp_path, HttpSettings(retries=2, backoff=0.01))
+        assert server.statuses == [503, 503, 503]
+
+
+def test_retry_after_is_honoured(tmp_path: Path) -> None:
+    with scripted_server([503, 200], retry_after="1") as server:
+        response = download(
+            server.url(), [], tmp_path / "d", settings=HttpSettings(backoff=0.01), proxy=None, where="w"
+        )
+    assert response.waits == (1.0,)
+
+
+def test_no_retry_that_would_pass_the_deadline(tmp_path: Path) -> None:
+    with scripted_server([503]) as server:
+        with pytest.raises(
+            SourceUnreachableError, match=r"no time is left for another within the 1 s deadline"
+        ):
+            _fetch(server.url(), tmp_path, HttpSettings(retries=5, backoff=5, deadline=1))
+        assert server.statuses == [503]
+
+
+@pytest.mark.parametrize(("status", "error"), [(404, SourceNotFoundError), (403, FetchError)])
+def test_4xx_is_not_retried(tmp_path: Path, status: int, error: type[Exception]) -> None:
+    with scripted_server([status]) as server:
+        with pytest.raises(error, match=rf"HTTP {status}") as e:
+            _fetch(server.url(), tmp_path, HttpSettings(retries=3, backoff=0.01))
+        assert server.statuses == [status]
+    assert not isinstance(e.value, SourceUnreachableError)
+    _one_line_naming(str(e.value), server.url())
+
+
+def test_refused_connection_is_retried_then_named(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{refused_port()}/data.csv"
+    with pytest.raises(SourceUnreachableError, match=r"connection refused \(gave up after 3 attempts\)") as e:
+        _fetch(url, tmp_path, HttpSettings(retries=2, backoff=0.01))
+    _one_line_naming(str(e.value), url)
+
+
+def test_bounds_come_from_the_environment(tmp_path: Path) -> None:
+    environ = {ENV_DEADLINE: "1", ENV_RETRIES: "0"}
+    assert HttpSettings.from_environ(environ) == HttpSettings(deadline=1, retries=0)
+    with (
+        raw_server(hanging) as server,
+        pytest.raises(SourceUnreachableError, match=r"1 s deadline \(ODFPROJ_HTTP_DEADLINE\)"),
+    ):
+        _fetch(server.url(), tmp_path, None, environ)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [(ENV_DEADLINE, "soon"), (ENV_DEADLINE, "0"), (ENV_DEADLINE, "inf"), (ENV_RETRIES, "-1")],
+)
+def test_bad_bound_is_a_one_line_error_naming_the_variable(name: str, value: str) -> None:
+    with pytest.raises(IngestError, match=rf"^{name}='{value}' is not a "):
+        HttpSettings.from_environ({name: value})
