@@ -62,6 +62,7 @@ from odfproj.ingest.fetch import FetchedItem, fetch
 from odfproj.ingest.merge import merge
 from odfproj.ingest.prepare import prepare
 from odfproj.ingest.read import ReadError, read_files
+from odfproj.ingest.scratch import scratch_folder
 from odfproj.odf import model
 from odfproj.odf.arrow_schema import encode_arrow_schema
 from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_TIME, TIMESTAMP_TYPE, Op, Vocab
@@ -613,8 +614,5 @@ def _work_dir(work_dir: Path | None) -> Iterator[Path]:
         Path(work_dir).mkdir(parents=True, exist_ok=True)
         yield Path(work_dir)
         return
-    path = Path(tempfile.mkdtemp(prefix="odfproj-ingest-"))
-    try:
+    with scratch_folder() as path:  # also removes the folders of killed ingests
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
