@@ -10,7 +10,7 @@ import typer
 from odfproj.cli.context import CliState, stderr_console
 from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, project_engine, resolve_workspace
 from odfproj.odf import model
-from odfproj.storage.verify import verify_dataset
+from odfproj.storage.verify import verify_in_workspace
 
 
 def verify(
@@ -30,7 +30,11 @@ def verify(
     workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP),
     project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP),
 ) -> None:
-    """Verify block hashes, chain invariants and data files; exit 1 if anything is wrong.
+    """Verify block hashes, chain invariants, data files and identities; exit 1 if anything is wrong.
+
+    Each dataset's Seed id must be the one the workspace recorded when it created that name, with its
+    private key under keys/; each input block a derivative recorded as consumed must still be in the
+    input's chain (a rolled-back refs/head is reported naming both datasets and the block).
 
     With --reproduce, every ExecuteTransform is re-run from the input data it recorded, and a result
     whose logical hash differs from the recorded one is reported naming the block; data files are then
@@ -45,7 +49,7 @@ def verify(
     for name in names:
         dataset = opened.open(name)
         # Reproducing proves the recorded hashes; re-hashing the files proves the stored data is that.
-        problems = [str(p) for p in verify_dataset(dataset, integrity=integrity or reproduce)]
+        problems = [str(p) for p in verify_in_workspace(opened, dataset, integrity=integrity or reproduce)]
         if engine is not None and not problems and dataset.kind is model.DatasetKind.Derivative:
             from odfproj.transform.reproduce import reproduce_all
 

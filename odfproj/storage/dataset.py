@@ -85,6 +85,22 @@ class Dataset:
             yield current, block
             current = block.prev_block_hash
 
+    def in_chain(self, block_hash: Multihash) -> bool:
+        """Whether ``block_hash`` is the head or one of its ancestors.
+
+        A rolled-back ``refs/head`` leaves the newer block files on disk, so a block that can be
+        read is not necessarily in the chain: the walk from the head down to its sequence number
+        decides, reading only the blocks after it.
+        """
+        try:
+            target = self.get_block(block_hash).sequence_number
+        except IntegrityError:
+            return False
+        for current, block in self.iter_blocks():
+            if block.sequence_number <= target:
+                return current == block_hash
+        return False
+
     # --- projection ---------------------------------------------------------------------------------
 
     @property

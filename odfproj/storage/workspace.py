@@ -5,12 +5,17 @@
     <root>/
         datasets/<name>/...        one folder per dataset (see :mod:`odfproj.storage.layout`)
         keys/<dataset id>.pem      each dataset's ed25519 private key (mode 0600)
+        names/<name>               the did:odf of the dataset created under that name (lower case)
         .lock                      the workspace lock held by ``odfproj apply``
         .names.lock                serialises creating and deleting datasets (held briefly)
 
 The workspace sits outside the project's git tree by design (the default ``.odf/`` is gitignored),
 so private keys never end up in a commit. Dataset names keep the spelling they were created with
 but are looked up case-insensitively, like ODF dataset names.
+
+``names/`` lies outside the dataset folders on purpose: ``verify`` compares each dataset's Seed with
+it, so a dataset folder replaced by another dataset's whole chain (which verifies clean on its own)
+is caught.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from odfproj.storage.errors import (
     LockedError,
     WorkspaceLockedError,
 )
-from odfproj.storage.fsutil import fsync_dir, new_txid, remove_tree, write_durable
+from odfproj.storage.fsutil import fsync_dir, new_txid, remove_tree, replace_atomic, write_durable
 from odfproj.storage.layout import DATASET_DIRS, HEAD_REF, LOCK_FILE, STAGING_DIR, DatasetLayout
 from odfproj.storage.locks import LockHolder, file_lock
 
@@ -70,6 +75,25 @@ class Workspace:
     @property
     def lock_file(self) -> Path:
         return self.root / ".lock"
+
+    @property
+    def names_dir(self) -> Path:
+        return self.root / "names"
+
+    def name_record(self, name: str) -> Path:
+        """Where the id of the dataset created as ``name`` is recorded (names compare case-insensitively)."""
+        return self.names_dir / name.lower()
+
+    def recorded_id(self, name: str) -> DatasetId | None:
+        """The id this workspace gave the dataset ``name`` when it created it; ``None`` if unrecorded.
+
+        Raises :class:`InvalidValueError` when the record exists but does not hold a ``did:odf``.
+        """
+        try:
+            text = self.name_record(name).read_bytes().decode("ascii", "replace").strip()
+        except FileNotFoundError:
+            return None
+        return DatasetId.from_did_str(text)
 
     def key_path(self, dataset_id: DatasetId) -> Path:
         """Where a dataset's private key is kept: named by the multibase part of its ``did:odf``."""
@@ -203,6 +227,7 @@ class Workspace:
                 raise ChainInvariantError(f"cannot create dataset {name!r}: {e}") from None
             assert projection is not None
             self._write_key(key)  # only once the chain is known to be valid
+            self._write_name_record(str(dataset_name), key.dataset_id)
             staging = self.datasets_dir / f"{_CREATING}{new_txid()}"
             layout = DatasetLayout(staging)
             try:
@@ -240,6 +265,13 @@ class Workspace:
             raise
         fsync_dir(self.keys_dir)
 
+    def _write_name_record(self, name: str, dataset_id: DatasetId) -> None:
+        """Record ``name -> id`` before the dataset appears; a stale record of a crashed create is overwritten."""
+        if not self.names_dir.is_dir():
+            self.names_dir.mkdir(parents=True, exist_ok=True)
+            fsync_dir(self.root)
+        replace_atomic(self.name_record(name), f"{dataset_id.as_did_str()}\n".encode("ascii"))
+
     def delete(self, name: str) -> None:
         """Delete a dataset's folder (its chain and data). Its private key is kept in ``keys/``.
 
@@ -256,6 +288,7 @@ class Workspace:
                 os.rename(path, doomed)
             fsync_dir(self.datasets_dir)
             remove_tree(doomed)
+            self.name_record(path.name).unlink(missing_ok=True)
 
     def _clean_temporary(self) -> None:
         """Remove folders of creates and deletes that crashed; called under the names lock."""

@@ -65,6 +65,12 @@ class InputSlice:
 
 def _slice(alias: str, dataset: Dataset, last: InputPosition, derivative: str) -> InputSlice:
     p = dataset.projection()
+    if last.new_block_hash is not None and not dataset.in_chain(last.new_block_hash):
+        raise TransformError(
+            f"dataset {derivative}: input {alias} ({dataset.name}) no longer contains block "
+            f"{last.new_block_hash}, which the last transform consumed: its refs/head was rolled back "
+            "or its chain replaced (odfproj verify shows it)"
+        )
     if last.new_offset is not None and (p.last_offset is None or p.last_offset < last.new_offset):
         raise TransformError(
             f"dataset {derivative}: input {alias} ends at offset {p.last_offset}, but offset "

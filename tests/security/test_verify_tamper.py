@@ -1,0 +1,147 @@
+"""verify catches a swapped dataset folder and a rolled-back input (issue 13 point 6); transforms refuse the latter.
+
+Each chain involved is whole and valid on its own, so ``verify_dataset`` alone sees nothing: only the
+workspace's record of names, ids and keys, and the input blocks a derivative recorded, reveal them.
+No Spark: the derivative's ExecuteTransform is committed by hand, and the coordinator refuses the
+rollback before it asks for a session.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from odfproj.engine.session import SparkSessionHolder, SparkSettings
+from odfproj.engine.spark import SparkEngine
+from odfproj.odf import model
+from odfproj.storage.verify import verify_dataset, verify_in_workspace
+from odfproj.storage.workspace import Workspace
+from odfproj.transform.coordinator import plan_inputs, update_derivative
+from odfproj.transform.errors import TransformError
+from tests.transform.helpers import T0, add_records, create_derivative, create_root, hours, schema_with
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA = schema_with(("city", pa.string()), ("amount", pa.int64()))
+
+
+def _consume(ws: Workspace, name: str) -> None:
+    """Commit a data-less ExecuteTransform recording the inputs' current heads as consumed."""
+    derivative = ws.open(name)
+    p = derivative.projection()
+    slices = plan_inputs(ws, derivative)
+    marks = [s.projection.watermark for s in slices]
+    event = model.ExecuteTransform(
+        query_inputs=tuple(s.query_input for s in slices),
+        prev_offset=p.last_offset,
+        new_watermark=min(marks) if all(marks) else None,  # type: ignore[type-var]
+    )
+    derivative.append([event], expected_head=p.head, system_time=T0 + timedelta(hours=1))
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    """orders: two data slices then a data-less block; spent: consumed all of it; other: a second root."""
+    ws = Workspace(tmp_path / "ws")
+    orders = create_root(ws, "orders", SCHEMA)
+    add_records(orders, tmp_path / "scratch", [(0, 1, "paris", 5)], T0, watermark=1)
+    add_records(orders, tmp_path / "scratch", [(0, 2, "lyon", 7)], T0, watermark=2)
+    orders.append([model.SetInfo(description="orders")], system_time=T0)  # no data: offsets stay
+    create_derivative(ws, "spent", {"orders": orders}, (None, "SELECT event_time, city, amount FROM orders"))
+    _consume(ws, "spent")
+    create_root(ws, "other", SCHEMA)
+    return ws
+
+
+def _all_problems(ws: Workspace) -> dict[str, list[str]]:
+    return {name: [str(p) for p in verify_in_workspace(ws, ws.open(name))] for name in ws.list_datasets()}
+
+
+def test_an_untouched_workspace_verifies_clean(ws: Workspace) -> None:
+    assert _all_problems(ws) == {"orders": [], "other": [], "spent": []}
+
+
+def test_folder_replaced_by_another_datasets_chain(ws: Workspace) -> None:
+    victim = ws.open("other").path
+    shutil.rmtree(victim)
+    shutil.copytree(ws.open("orders").path, victim)
+    swapped = ws.open("other")
+    assert verify_dataset(swapped) == []  # the chain itself is whole
+    [problem] = _all_problems(ws)["other"]
+    assert "Seed id" in problem and "the id of dataset 'orders'" in problem
+    assert "another dataset's chain" in problem and "\n" not in problem
+
+
+def test_folder_replaced_by_a_chain_from_another_workspace(ws: Workspace, tmp_path: Path) -> None:
+    stranger = create_root(Workspace(tmp_path / "elsewhere"), "other", SCHEMA)
+    victim = ws.open("other").path
+    shutil.rmtree(victim)
+    shutil.copytree(stranger.path, victim)
+    problems = _all_problems(ws)["other"]
+    assert any("an id this workspace never created" in p for p in problems), problems
+    assert any(
+        p.endswith(f"missing: no private key for dataset 'other' (Seed id {stranger.dataset_id})")
+        for p in problems
+    )
+
+
+def test_input_head_rolled_back_below_a_consumed_block(ws: Workspace) -> None:
+    orders = ws.open("orders")
+    consumed = orders.head()
+    assert consumed is not None
+    before = orders.get_block(consumed).prev_block_hash
+    assert before is not None
+    orders.layout.head_ref.write_text(before.to_multibase())  # the tampering: refs/head one block back
+    assert verify_dataset(ws.open("orders")) == []  # a shorter chain is still a valid chain
+
+    [problem] = _all_problems(ws)["spent"]
+    assert "input 'orders'" in problem and "'spent'" in problem and str(consumed) in problem
+    assert "rolled back" in problem
+
+    # The transform refuses instead of reporting "no new input data" (before any Spark work).
+    engine = SparkEngine(SparkSessionHolder(SparkSettings()))
+    with pytest.raises(TransformError, match=rf"no longer contains block {consumed}") as e:
+        update_derivative(ws, "spent", engine, T0 + timedelta(hours=2))
+    assert "spent" in str(e.value) and "orders" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_an_input_that_grew_still_verifies_clean(ws: Workspace, tmp_path: Path) -> None:
+    add_records(ws.open("orders"), tmp_path / "scratch", [(0, 3, "rome", 9)], T0, watermark=3)
+    assert _all_problems(ws)["spent"] == []  # the consumed blocks are still in the longer chain
+
+
+def test_recorded_offset_that_the_input_does_not_have_at_that_block(ws: Workspace) -> None:
+    orders = ws.open("orders")
+    create_derivative(ws, "liar", {"orders": orders}, (None, "SELECT event_time, city FROM orders"))
+    liar = ws.open("liar")
+    p = liar.projection()
+    [honest] = plan_inputs(ws, liar)
+    assert honest.query_input.new_offset == 1
+    bogus = replace(honest.query_input, new_offset=7)
+    event = model.ExecuteTransform(query_inputs=(bogus,), prev_offset=p.last_offset, new_watermark=hours(2))
+    liar.append([event], expected_head=p.head, system_time=T0 + timedelta(hours=1))
+    [problem] = _all_problems(ws)["liar"]
+    assert "recorded input 'orders' up to offset 7" in problem and "ends at offset 1 there" in problem
+
+
+def test_verify_command_reports_the_rollback(ws: Workspace) -> None:
+    orders = ws.open("orders")
+    consumed = orders.head()
+    assert consumed is not None
+    orders.layout.head_ref.write_text(str(orders.get_block(consumed).prev_block_hash.to_multibase()))  # type: ignore[union-attr]
+    done = subprocess.run(
+        [sys.executable, "-m", "odfproj", "verify", "--workspace", str(ws.root)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert str(consumed) in done.stdout and "'spent'" in done.stdout
+    assert "Traceback" not in done.stderr
