@@ -18,6 +18,7 @@ from odfproj.odf.multiformats import Multihash
 from odfproj.odf.timestamps import parse_rfc3339
 from odfproj.state.dataset_index import primary_key_of
 from odfproj.state.read import read_changelog, read_state
+from odfproj.storage.errors import IntegrityError
 
 
 def query(
@@ -46,11 +47,14 @@ def query(
             f"dataset {opened.name} declares no primary key, so it has no per-key state; use --changelog, "
             f'or odfproj sql "SELECT * FROM `{opened.name}`" for the rows not retracted'
         )
-    if changelog or not keyed:
-        table = read_changelog(opened, limit=limit or None)
-    else:
-        table = read_state(opened, as_at=_as_at(as_at) if as_at else None)
-        table = table.slice(0, limit) if limit else table
+    try:
+        if changelog or not keyed:
+            table = read_changelog(opened, limit=limit or None)
+        else:
+            table = read_state(opened, as_at=_as_at(as_at) if as_at else None)
+            table = table.slice(0, limit) if limit else table
+    except IntegrityError as e:  # a damaged data file: name the dataset as well as the file
+        raise IntegrityError(f"dataset {opened.name}: {e}") from None
     print_table(table, output_format)
 
 

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from odfproj.errors import InvalidValueError
 from odfproj.odf import model
 from odfproj.odf.multiformats import Multihash
+from odfproj.storage.errors import IntegrityError
 from odfproj.storage.hashing import (
     LOGICAL_HASH_CODEC,
     PHYSICAL_HASH_CODEC,
@@ -90,9 +91,17 @@ def read_data_file(path: Path, schema: pa.Schema) -> pa.Table:
     newer columns: they read as nulls, as Spark reads them with a declared schema. Only the columns
     ``schema`` names are read from disk.
     """
-    with pq.ParquetFile(path) as parquet:
-        present = set(parquet.schema_arrow.names)
-        table = parquet.read(columns=[name for name in schema.names if name in present])
+    try:
+        with pq.ParquetFile(path) as parquet:
+            present = set(parquet.schema_arrow.names)
+            table = parquet.read(columns=[name for name in schema.names if name in present])
+    except FileNotFoundError:
+        raise IntegrityError(f"{path}: missing data file (odfproj verify checks every file)") from None
+    except (pa.ArrowException, OSError) as e:  # truncated, overwritten, corrupt pages
+        reason = " ".join(str(e).split())
+        raise IntegrityError(
+            f"{path}: cannot read this data file ({reason}); odfproj verify --integrity checks every file"
+        ) from None
     for field in schema:
         if field.name not in present:
             table = table.append_column(field, pa.nulls(table.num_rows, field.type))

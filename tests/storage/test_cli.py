@@ -191,3 +191,21 @@ def test_every_event_kind_has_a_summary() -> None:
     assert summaries[4] == "spark over 1 input(s): in0"
     assert summaries[5:9] == ["offset=off", "1 attachment(s)", "d [k1, k2]", "MIT"]
     assert summaries[10:] == ["source 'p': read NdJson, merge Append", "source 'p'", ""]
+
+
+@needs_registration
+def test_query_on_a_truncated_data_file_is_a_one_line_error(project: Path) -> None:
+    dataset = _dataset(project)
+    data = next(
+        dataset.layout.data_path(b.event.new_data.physical_hash)
+        for _, b in dataset.iter_blocks()
+        if isinstance(b.event, model.AddData) and b.event.new_data is not None
+    )
+    content = data.read_bytes()
+    data.chmod(0o644)
+    data.write_bytes(content[: len(content) // 2])
+    result = _odfproj("query", "trades", "--project", str(project), cwd=REPO)
+    assert result.returncode == 1, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: dataset trades: {data}: cannot read this data file")
+    assert "internal error" not in line
