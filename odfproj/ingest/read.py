@@ -56,6 +56,7 @@ import pyarrow as pa
 from odfproj.engine.spark import describe_spark_error, is_spark_error
 from odfproj.engine.types import spark_type_from_arrow
 from odfproj.errors import EngineError, InvalidValueError
+from odfproj.ingest.csv_header import check_header_only_files
 from odfproj.ingest.errors import IngestError
 from odfproj.odf import model
 from odfproj.odf.ddl import parse_ddl_schema
@@ -240,6 +241,7 @@ def _read_csv(
 ) -> DataFrame:
     options = csv_options(step)
     _check_text(files, options["encoding"])
+    check_header_only_files(step, files, declared, options["encoding"])
     reader = spark.read.options(**options)
     if declared is not None:
         reader = reader.schema(_spark_schema(declared))
