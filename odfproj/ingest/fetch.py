@@ -40,6 +40,7 @@ Other notes
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import glob
 import json
@@ -49,7 +50,7 @@ import secrets
 import shutil
 import subprocess
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -84,6 +85,7 @@ __all__ = [
     "expand_env_templates",
     "fetch",
     "find_container_runtime",
+    "ingested_glob_files",
 ]
 
 KIND_ETAG = "odf/etag"
@@ -118,6 +120,8 @@ class FetchResult:
     items: tuple[FetchedItem, ...] = ()
     #: A container reported more data than one batch: fetch again after committing these items.
     has_more: bool = False
+    #: Things the user should know that are not errors (a FilesGlob file that will never be ingested).
+    warnings: tuple[str, ...] = ()
 
     @property
     def up_to_date(self) -> bool:
@@ -136,6 +140,7 @@ class _Context:
     system_time: datetime
     environ: Mapping[str, str]
     http: HttpSettings
+    ingested: Collection[str] | None
 
     @property
     def label(self) -> str:
@@ -159,12 +164,15 @@ def fetch(
     system_time: datetime,
     environ: Mapping[str, str],
     http: HttpSettings | None = None,
+    ingested: Collection[str] | None = None,
 ) -> FetchResult:
     """Fetch what is new at the source since ``prev_state``.
 
     ``source`` becomes ``SourceState.source_name``; ``system_time`` is the run's time (for
     ``FromSystemTime``); ``environ`` supplies ``${{ env.X }}`` values, ``PATH``, proxies and
     the ``ODFPROJ_HTTP_*`` bounds of a download (``http``, when given, replaces those).
+    ``ingested`` (see :func:`ingested_glob_files`) lets a ``FilesGlob`` warn about the files it will
+    never ingest because they sort before the last ingested one.
     Raises an :class:`~odfproj.ingest.errors.IngestError` naming the dataset, source and URL/file.
     """
     ctx = _Context(
@@ -176,6 +184,7 @@ def fetch(
         system_time=system_time,
         environ=environ,
         http=http if http is not None else HttpSettings.from_environ(environ),
+        ingested=ingested,
     )
     cache = getattr(step, "cache", None)
     if isinstance(cache, model.SourceCachingForever) and prev_state is not None:
@@ -394,11 +403,13 @@ def _fetch_files_glob(step: model.FetchStepFilesGlob, ctx: _Context) -> FetchRes
         return _GlobFile(path, name, event_time)
 
     if order == model.SourceOrdering.ByEventTime:
-        files = sorted((make(p) for p in paths), key=lambda f: (f.event_time, f.name))
-        files = [f for f in files if is_new(f)]
+        every = sorted((make(p) for p in paths), key=lambda f: (f.event_time, f.name))
+        files = [f for f in every if is_new(f)]
+        passed = [f.name for f in every if not is_new(f)]
     else:
         named = sorted((_display_path(p, ctx.project_root), p) for p in paths)
         files = [make(p) for name, p in named if is_new(_GlobFile(p, name, None))]
+        passed = [name for name, p in named if not is_new(_GlobFile(p, name, None))]
     items = tuple(
         FetchedItem(
             path=f.path,
@@ -409,7 +420,47 @@ def _fetch_files_glob(step: model.FetchStepFilesGlob, ctx: _Context) -> FetchRes
         )
         for f in files
     )
-    return FetchResult(items=items)
+    return FetchResult(items=items, warnings=_never_ingested(passed, step, order, ctx))
+
+
+def _never_ingested(
+    passed: list[str], step: model.FetchStepFilesGlob, order: model.SourceOrdering, ctx: _Context
+) -> tuple[str, ...]:
+    """A warning naming the files the resume rule skips although no block records them as ingested."""
+    if ctx.ingested is None or ctx.prev_state is None:
+        return ()
+    missed = [n for n in passed if n not in ctx.ingested and n.rsplit("/", 1)[-1] not in ctx.ingested]
+    if not missed:
+        return ()
+    last = _last_ingested_name(ctx.prev_state)
+    rule = "by name" if order == model.SourceOrdering.ByName else "by event time, then name"
+    shown = ", ".join(missed[:5]) + (f" and {len(missed) - 5} more" if len(missed) > 5 else "")
+    return (
+        f"{ctx.label}: {len(missed)} file(s) matching {step.path!r} will never be ingested: {shown}. "
+        f"FilesGlob ingests only files that sort after the last ingested one ({last}, order {rule}); "
+        "rename them to sort after it to ingest them",
+    )
+
+
+def _last_ingested_name(state: model.SourceState) -> str:
+    if state.kind == KIND_FILES_GLOB:
+        with contextlib.suppress(ValueError, TypeError, KeyError):
+            return str(json.loads(state.value)["path"])
+    return state.value
+
+
+def ingested_glob_files(source_states: Iterable[model.SourceState]) -> frozenset[str]:
+    """The file names that ``FilesGlob`` states of a chain's ``AddData`` blocks record as ingested.
+
+    Both our ``odfproj/files-glob`` path and the reference implementation's ``odf/etag`` file name.
+    """
+    names: set[str] = set()
+    for state in source_states:
+        if state.kind == KIND_FILES_GLOB:
+            names.add(_last_ingested_name(state))
+        elif state.kind == KIND_ETAG:
+            names.add(state.value)
+    return frozenset(names)
 
 
 def _glob(pattern: str, project_root: Path) -> list[Path]:

@@ -39,6 +39,7 @@ Decisions, and why:
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -58,7 +59,7 @@ from odfproj.engine.spark import SparkEngine, describe_spark_error, frame_from_a
 from odfproj.engine.types import arrow_schema_from_spark
 from odfproj.errors import EngineError, OdfprojError
 from odfproj.ingest.errors import IngestError, UnsupportedSourceError, source_label
-from odfproj.ingest.fetch import FetchedItem, fetch
+from odfproj.ingest.fetch import FetchedItem, fetch, ingested_glob_files
 from odfproj.ingest.merge import merge
 from odfproj.ingest.prepare import prepare
 from odfproj.ingest.read import ReadError, read_files
@@ -102,6 +103,7 @@ POLLING_SOURCE_NAME = "default"
 MAX_FETCH_ROUNDS = 1000
 
 _ONE_MS = timedelta(milliseconds=1)
+_LOG = logging.getLogger(__name__)
 
 #: Spark error classes that mean "the input file does not parse" (raised late by a lazy read).
 _PARSE_FAILURES = ("MALFORMED_RECORD", "FAILFAST", "MALFORMED_CSV_RECORD", "CANNOT_PARSE")
@@ -126,6 +128,8 @@ class IngestResult:
     dataset: str
     source: str
     items: tuple[CommittedItem, ...] = ()
+    #: Not errors, but worth telling (also logged): files a FilesGlob will never ingest.
+    warnings: tuple[str, ...] = ()
 
     @property
     def records_added(self) -> int:
@@ -166,6 +170,8 @@ def ingest_polling(
         raise IngestError(f"{label}: the dataset has no polling source (SetPollingSource)")
     environ = dict(os.environ) if environ is None else environ
     committed: list[CommittedItem] = []
+    warnings: list[str] = []
+    ingested = _glob_history(dataset) if isinstance(source.fetch, model.FetchStepFilesGlob) else None
     with _work_dir(work_dir) as work:
         for _ in range(MAX_FETCH_ROUNDS):
             projection = dataset.projection()
@@ -179,7 +185,11 @@ def ingest_polling(
                 work_dir=work,
                 system_time=stamp,
                 environ=environ,
+                ingested=ingested,
             )
+            for warning in result.warnings:
+                _LOG.warning("%s", warning)
+            warnings += result.warnings
             try:
                 for item in result.items:
                     done = _ingest_item(dataset, engine, source, item, system_time, environ, work, label)
@@ -193,7 +203,20 @@ def ingest_polling(
                     _unlink_temporary(item)
             if not result.has_more:
                 break
-    return IngestResult(dataset=dataset.name, source=POLLING_SOURCE_NAME, items=tuple(committed))
+    return IngestResult(
+        dataset=dataset.name, source=POLLING_SOURCE_NAME, items=tuple(committed), warnings=tuple(warnings)
+    )
+
+
+def _glob_history(dataset: Dataset) -> frozenset[str]:
+    """The files the polling source's ``AddData`` blocks record as ingested (metadata only)."""
+    return ingested_glob_files(
+        block.event.new_source_state
+        for _, block in dataset.iter_blocks()
+        if isinstance(block.event, model.AddData)
+        and block.event.new_source_state is not None
+        and block.event.new_source_state.source_name == POLLING_SOURCE_NAME
+    )
 
 
 def _ingest_item(

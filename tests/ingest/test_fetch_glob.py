@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from odfproj.ingest.errors import EventTimeError, FetchError, SourceNotFoundError, SourceStateError
-from odfproj.ingest.fetch import KIND_ETAG, KIND_FILES_GLOB, FetchResult, fetch
+from odfproj.ingest.fetch import KIND_ETAG, KIND_FILES_GLOB, FetchResult, fetch, ingested_glob_files
 from odfproj.odf import model
 
 SYSTEM_TIME = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -194,3 +194,91 @@ def test_cache_forever_ignores_new_files(project: Path) -> None:
     state = run(step, project).items[0].source_state
     write(project, "b.csv")
     assert run(step, project, prev=state).up_to_date
+
+
+# -- files that will never be ingested (issue 14 point 6) ------------------------------------------
+
+
+def _with_history(
+    step: model.FetchStepFilesGlob, root: Path, prev: model.SourceState, ingested
+) -> FetchResult:
+    return fetch(
+        step,
+        dataset="snap.ds",
+        source="default",
+        prev_state=prev,
+        project_root=root,
+        work_dir=root.parent / "work",
+        system_time=SYSTEM_TIME,
+        environ={},
+        ingested=ingested,
+    )
+
+
+def test_a_late_file_sorting_before_the_last_ingested_one_is_named_in_a_warning(project: Path) -> None:
+    write(project, "in/2024-01.csv", "in/2024-03.csv")
+    step = model.FetchStepFilesGlob(path="in/*.csv")
+    first = run(step, project)
+    ingested = ingested_glob_files(i.source_state for i in first.items if i.source_state)
+    assert ingested == {"in/2024-01.csv", "in/2024-03.csv"}
+    last = first.items[-1].source_state
+    assert last is not None
+    assert _with_history(step, project, last, ingested).warnings == ()  # ingested files are not news
+
+    write(project, "in/2024-02.csv", "in/2024-04.csv")
+    result = _with_history(step, project, last, ingested)
+    assert names(result) == ["in/2024-04.csv"]
+    [warning] = result.warnings
+    assert warning.startswith("dataset 'snap.ds', source 'default': 1 file(s) matching 'in/*.csv' will never")
+    assert "in/2024-02.csv" in warning and "(in/2024-03.csv, order by name)" in warning
+    assert "in/2024-01.csv" not in warning
+
+
+def test_reference_implementation_history_counts_file_names(project: Path) -> None:
+    write(project, "in/a.csv", "in/b.csv", "in/aa.csv")
+    prev = model.SourceState(source_name="default", kind=KIND_ETAG, value="b.csv")
+    ingested = ingested_glob_files(
+        [model.SourceState(source_name="default", kind=KIND_ETAG, value=n) for n in ("a.csv", "b.csv")]
+    )
+    [warning] = _with_history(model.FetchStepFilesGlob(path="in/*.csv"), project, prev, ingested).warnings
+    assert "in/aa.csv" in warning and "in/a.csv," not in warning
+
+
+def test_without_history_no_warning_is_guessed(project: Path) -> None:
+    write(project, "in/a.csv", "in/b.csv")
+    prev = model.SourceState(source_name="default", kind=KIND_FILES_GLOB, value='{"path":"in/b.csv"}')
+    assert run(model.FetchStepFilesGlob(path="in/*.csv"), project, prev=prev).warnings == ()
+
+
+def test_ingest_reports_and_logs_the_warning_without_starting_spark(
+    project: Path, tmp_path: Path, caplog
+) -> None:
+    from odfproj.engine.session import SparkSessionHolder, SparkSettings
+    from odfproj.engine.spark import SparkEngine
+    from odfproj.ingest.pipeline import ingest_polling
+    from odfproj.storage.workspace import Workspace
+
+    write(project, "in/a.csv", "in/b.csv")
+    dataset = Workspace(tmp_path / "ws").create(
+        "globbed",
+        model.DatasetKind.Root,
+        system_time=SYSTEM_TIME,
+        events=[
+            model.SetPollingSource(
+                fetch=model.FetchStepFilesGlob(path="in/*.csv"),
+                read=model.ReadStepCsv(header=True, schema=("a STRING",)),
+                merge=model.MergeStrategyAppend(),
+            )
+        ],
+    )
+    for name in ("in/a.csv", "in/c.csv"):  # what earlier runs recorded, one AddData per file
+        state = model.SourceState(
+            source_name="default", kind=KIND_FILES_GLOB, value=json.dumps({"path": name})
+        )
+        dataset.append([model.AddData(new_source_state=state)], system_time=SYSTEM_TIME)
+    holder = SparkSessionHolder(SparkSettings())
+    result = ingest_polling(dataset, SparkEngine(holder), project_root=project, system_time=SYSTEM_TIME)
+    assert result.up_to_date
+    [warning] = result.warnings
+    assert "in/b.csv" in warning and "will never be ingested" in warning and "in/a.csv" not in warning
+    assert warning in caplog.messages
