@@ -14,13 +14,14 @@ not.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+
+from odfproj.storage.locks import try_lock
 
 __all__ = ["INGEST_PREFIX", "remove_abandoned", "scratch_folder"]
 
@@ -65,7 +66,7 @@ def remove_abandoned(parent: Path, prefix: str) -> list[Path]:
         except OSError:
             continue
         try:
-            if _try_lock(fd) and _same_folder(entry.path, fd):
+            if try_lock(fd) and _same_folder(entry.path, fd):
                 shutil.rmtree(entry.path, ignore_errors=True)
                 removed.append(Path(entry.path))
         finally:
@@ -80,20 +81,12 @@ def _claim_new(parent: Path, prefix: str) -> tuple[Path, int]:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         except FileNotFoundError:
             continue  # a sweeper took it before we could lock it
-        if _try_lock(fd) and _same_folder(path, fd):
+        if try_lock(fd) and _same_folder(path, fd):
             return Path(path), fd
         os.close(fd)
         with suppress(OSError):
             os.rmdir(path)
     raise OSError(f"cannot claim a temporary folder in {parent}")  # pragma: no cover - 100 lost races
-
-
-def _try_lock(fd: int) -> bool:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
 
 
 def _same_folder(path: str, fd: int) -> bool:

@@ -56,7 +56,8 @@ def read_holder(path: Path) -> LockHolder:
     )
 
 
-def _try_lock(fd: int) -> bool:
+def try_lock(fd: int) -> bool:
+    """Take an exclusive flock on ``fd`` without waiting; whether it was free."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -80,7 +81,7 @@ def file_lock(
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         deadline = time.monotonic() + (timeout or 0.0)
-        while not _try_lock(fd):
+        while not try_lock(fd):
             if time.monotonic() >= deadline:
                 raise busy(read_holder(path))
             time.sleep(_POLL_SECONDS)

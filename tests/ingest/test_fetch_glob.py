@@ -31,7 +31,12 @@ def write(root: Path, *names: str) -> None:
         path.write_text(f"content of {name}\n")
 
 
-def run(step: model.FetchStepFilesGlob, root: Path, prev: model.SourceState | None = None) -> FetchResult:
+def run(
+    step: model.FetchStepFilesGlob,
+    root: Path,
+    prev: model.SourceState | None = None,
+    ingested: frozenset[str] | None = None,
+) -> FetchResult:
     return fetch(
         step,
         dataset="snap.ds",
@@ -41,6 +46,7 @@ def run(step: model.FetchStepFilesGlob, root: Path, prev: model.SourceState | No
         work_dir=root.parent / "work",
         system_time=SYSTEM_TIME,
         environ={},
+        ingested=ingested,
     )
 
 
@@ -199,22 +205,6 @@ def test_cache_forever_ignores_new_files(project: Path) -> None:
 # -- files that will never be ingested (issue 14 point 6) ------------------------------------------
 
 
-def _with_history(
-    step: model.FetchStepFilesGlob, root: Path, prev: model.SourceState, ingested
-) -> FetchResult:
-    return fetch(
-        step,
-        dataset="snap.ds",
-        source="default",
-        prev_state=prev,
-        project_root=root,
-        work_dir=root.parent / "work",
-        system_time=SYSTEM_TIME,
-        environ={},
-        ingested=ingested,
-    )
-
-
 def test_a_late_file_sorting_before_the_last_ingested_one_is_named_in_a_warning(project: Path) -> None:
     write(project, "in/2024-01.csv", "in/2024-03.csv")
     step = model.FetchStepFilesGlob(path="in/*.csv")
@@ -223,10 +213,10 @@ def test_a_late_file_sorting_before_the_last_ingested_one_is_named_in_a_warning(
     assert ingested == {"in/2024-01.csv", "in/2024-03.csv"}
     last = first.items[-1].source_state
     assert last is not None
-    assert _with_history(step, project, last, ingested).warnings == ()  # ingested files are not news
+    assert run(step, project, last, ingested).warnings == ()  # ingested files are not news
 
     write(project, "in/2024-02.csv", "in/2024-04.csv")
-    result = _with_history(step, project, last, ingested)
+    result = run(step, project, last, ingested)
     assert names(result) == ["in/2024-04.csv"]
     [warning] = result.warnings
     assert warning.startswith("dataset 'snap.ds', source 'default': 1 file(s) matching 'in/*.csv' will never")
@@ -240,7 +230,7 @@ def test_reference_implementation_history_counts_file_names(project: Path) -> No
     ingested = ingested_glob_files(
         [model.SourceState(source_name="default", kind=KIND_ETAG, value=n) for n in ("a.csv", "b.csv")]
     )
-    [warning] = _with_history(model.FetchStepFilesGlob(path="in/*.csv"), project, prev, ingested).warnings
+    [warning] = run(model.FetchStepFilesGlob(path="in/*.csv"), project, prev, ingested).warnings
     assert "in/aa.csv" in warning and "in/a.csv," not in warning
 
 
