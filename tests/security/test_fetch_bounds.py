@@ -6,6 +6,9 @@ Deadlines are small configured values; the tests assert the error, never the tim
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -145,3 +148,31 @@ def test_bounds_come_from_the_environment(tmp_path: Path) -> None:
 def test_bad_bound_is_a_one_line_error_naming_the_variable(name: str, value: str) -> None:
     with pytest.raises(IngestError, match=rf"^{name}='{value}' is not a "):
         HttpSettings.from_environ({name: value})
+
+
+def test_a_run_is_not_held_by_a_trickling_server(tmp_path: Path) -> None:
+    """End to end: `odfproj run` with ODFPROJ_HTTP_DEADLINE set reports the source and finishes (exit 1)."""
+    project = tmp_path / "proj"
+    (project / "datasets").mkdir(parents=True)
+    (project / "odfproj.yaml").write_text("name: bounded\nmanifests:\n  - datasets/*.yaml\nworkspace: .odf\n")
+    with raw_server(trickling(0.2)) as server:
+        (project / "datasets" / "web.yaml").write_text(
+            "kind: DatasetSnapshot\nversion: 1\ncontent:\n  name: web\n  kind: Root\n  metadata:\n"
+            "    - kind: SetPollingSource\n"
+            f"      fetch:\n        kind: Url\n        url: {server.url()}\n"
+            "      read:\n        kind: Csv\n        header: true\n        schema:\n          - a BIGINT\n"
+            "      merge:\n        kind: Append\n"
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ODFPROJ_")}
+        env.update({"ODFPROJ_HTTP_DEADLINE": "2", "ODFPROJ_HTTP_RETRIES": "0", "COLUMNS": "300"})
+        done = subprocess.run(
+            [sys.executable, "-m", "odfproj", "run"],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+    assert done.returncode == 1, done.stdout + done.stderr
+    output = done.stdout + done.stderr
+    assert "gave up after the 2 s deadline" in output and "Traceback" not in output
