@@ -139,7 +139,8 @@ class _Context:
     work_dir: Path
     system_time: datetime
     environ: Mapping[str, str]
-    http: HttpSettings
+    #: ``None``: read from ``environ`` when an HTTP fetch needs them (other kinds never do).
+    http: HttpSettings | None
     ingested: Collection[str] | None
 
     @property
@@ -183,7 +184,7 @@ def fetch(
         work_dir=Path(work_dir),
         system_time=system_time,
         environ=environ,
-        http=http if http is not None else HttpSettings.from_environ(environ),
+        http=http,
         ingested=ingested,
     )
     cache = getattr(step, "cache", None)
@@ -295,12 +296,18 @@ def _fetch_http(
     ctx: _Context,
 ) -> FetchResult:
     where = f"{ctx.label}: cannot fetch {display}"
+    settings = ctx.http
+    if settings is None:
+        try:
+            settings = HttpSettings.from_environ(ctx.environ)
+        except IngestError as e:
+            raise IngestError(f"{where}: {e}") from None
     target = ctx.new_file("download")
     response = download(
         url,
         _request_headers(headers, ctx.prev_state),
         target,
-        settings=ctx.http,
+        settings=settings,
         proxy=_proxies(url, ctx.environ).get(urlsplit(url).scheme.lower()),
         where=where,
     )

@@ -176,3 +176,24 @@ def test_a_run_is_not_held_by_a_trickling_server(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     output = done.stdout + done.stderr
     assert "gave up after the 2 s deadline" in output and "Traceback" not in output
+
+
+def test_a_bad_bound_fails_only_http_sources_naming_the_source(tmp_path: Path) -> None:
+    environ = {ENV_DEADLINE: "soon"}
+    with pytest.raises(
+        IngestError,
+        match=r"^dataset 'bounded.ds', source 'default': cannot fetch .*ODFPROJ_HTTP_DEADLINE='soon'",
+    ):
+        _fetch(f"http://127.0.0.1:{refused_port()}/x.csv", tmp_path, None, environ)
+    (tmp_path / "in.csv").write_text("a\n1\n")
+    result = fetch(
+        model.FetchStepFilesGlob(path="*.csv"),
+        dataset="bounded.ds",
+        source="default",
+        prev_state=None,
+        project_root=tmp_path,
+        work_dir=tmp_path / "work",
+        system_time=SYSTEM_TIME,
+        environ=environ,
+    )
+    assert [i.display_name for i in result.items] == ["in.csv"]  # a FilesGlob does not care
