@@ -34,7 +34,8 @@ Decisions, and why:
 - **Errors** from any phase become one line starting with ``dataset 'x', source 'y'`` and naming the
   URL or file; the failing item commits nothing (items committed before it stay committed).
 - **Temporary files** (downloads, prepared files, the Parquet file before it is copied in) are
-  deleted whether the item succeeds or fails.
+  deleted whether the item succeeds or fails; the folder of a killed ingest is removed by the next
+  one (:mod:`odfproj.ingest.scratch`).
 """
 
 from __future__ import annotations
