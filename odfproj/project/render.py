@@ -32,7 +32,7 @@ from types import MappingProxyType
 from typing import Any, NoReturn
 
 import yaml
-from jinja2 import FunctionLoader, StrictUndefined, Template, TemplateSyntaxError
+from jinja2 import FunctionLoader, StrictUndefined, Template, TemplateNotFound, TemplateSyntaxError
 from jinja2.runtime import Macro
 from jinja2.sandbox import SecurityError
 
@@ -329,6 +329,8 @@ def _describe(error: Exception) -> str:
         return f"unsafe template: {error} Templates run in a sandbox and cannot reach Python internals."
     if isinstance(error, _RenderAbort | RenderBudgetExceeded):
         return str(error)
+    if isinstance(error, TemplateNotFound):
+        return f"template not found: {error.name!r} (only files under macros/ can be included or imported)"
     if isinstance(error, MemoryError):
         return "render budget exceeded: out of memory"
     if isinstance(error, TemplateSyntaxError):
