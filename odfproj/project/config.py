@@ -97,9 +97,13 @@ class ProjectConfig:
         found: set[Path] = set()
         for pattern in self.manifest_globs:
             for path in self.root.glob(pattern):
-                if not path.is_file():
+                if not path.is_file() and not path.is_symlink():  # broken links and loops get reported
                     continue
-                resolved = path.resolve()
+                try:
+                    resolved = path.resolve()
+                except (OSError, RuntimeError):  # a symlink loop: readers refuse it by name
+                    found.add(path)
+                    continue
                 if resolved != config_file and not any(d in resolved.parents for d in excluded_dirs):
                     found.add(path)
         return sorted(found)
