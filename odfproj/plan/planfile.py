@@ -121,4 +121,6 @@ def read_plan_file(path: Path) -> Plan:
         data = json.loads(text)
     except ValueError as e:
         raise PlanError(f"{path}: not a plan file (invalid JSON: {e})") from None
+    except RecursionError:
+        raise PlanError(f"{path}: not a plan file (JSON nested too deeply)") from None
     return plan_from_data(data, str(path))

@@ -161,3 +161,13 @@ def test_deep_odfproj_yaml_is_a_one_line_error(project: Path) -> None:
     run = run_cli(project, "validate")
     assert_clean_failure(run, file="odfproj.yaml:2:")
     assert len(run.stderr.strip().splitlines()) == 1
+
+
+def test_deeply_nested_plan_file_is_a_one_line_error(tmp_path: Path) -> None:
+    from odfproj.errors import PlanError
+    from odfproj.plan.planfile import read_plan_file
+
+    path = tmp_path / "plan.json"
+    path.write_text("[" * 200_000 + "]" * 200_000)
+    with pytest.raises(PlanError, match=r"plan.json: not a plan file \(JSON nested too deeply\)"):
+        read_plan_file(path)
