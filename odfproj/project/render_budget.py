@@ -73,10 +73,20 @@ def _check_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             raise _too_big(f"an argument of {value}")
 
 
+def _check_replace(text: Any, old: Any, new: Any) -> None:
+    """``replace`` can multiply a string's length: count the result before it is built."""
+    if isinstance(text, str) and isinstance(old, str) and isinstance(new, str):
+        hits = text.count(old) if old else len(text) + 1
+        if len(text) + hits * (len(new) - len(old)) > MAX_VALUE_CHARS:
+            raise _too_big("a replace")
+
+
 def _bounded_filter(function: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(function)  # keeps Jinja's pass_context/pass_environment markers
     def bounded(*args: Any, **kwargs: Any) -> Any:
         _check_arguments(args[1:], kwargs)
+        if function.__name__ == "do_replace" and len(args) >= 4:  # (eval_ctx, s, old, new, ...)
+            _check_replace(args[1], args[2], args[3])
         return _check_size(function(*args, **kwargs))
 
     return bounded
@@ -124,6 +134,8 @@ class BudgetedEnvironment(ImmutableSandboxedEnvironment):
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         _check_arguments(args, kwargs)
+        if getattr(__obj, "__name__", None) == "replace" and len(args) >= 2:
+            _check_replace(getattr(__obj, "__self__", None), args[0], args[1])
         return _check_size(super().call(__context, __obj, *args, **kwargs))
 
     def bounded_join(self, parts: tuple[Any, ...]) -> str:

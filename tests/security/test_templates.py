@@ -80,6 +80,9 @@ def test_sandbox_escape_runs_nothing(tmp_path: Path, expression: str) -> None:
         "{% set ns = namespace(s='xxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
         "{% for i in range(100000) %}{% for j in range(100) %}0123456789{% endfor %}{% endfor %}",
         "{% set ns = namespace(s='x' * 1000000) %}{{ ns.s | replace('x', ns.s) }}",
+        "{% set s = 'x' * 3000 %}{{ s | replace('x', s) }}",
+        "{% set s = 'x' * 3000 %}{{ s.replace('x', s) }}",
+        "{% set s = 'x' * 3000 %}{{ s.replace('', s) }}",
     ],
 )
 def test_huge_output_is_refused_with_one_line(template: str) -> None:
