@@ -18,6 +18,7 @@ from odfproj.cli import (
     log,
     plan,
     query,
+    redact,
     run,
     sql,
     validate,
@@ -74,6 +75,7 @@ def root(
 def main() -> None:
     """Console entry point: every user-caused error becomes one line on stderr and a non-zero exit."""
     debug = "--debug" in sys.argv[1:]
+    redact.install(redact.command_redactor(sys.argv[1:]))
     try:
         # Without standalone mode click returns the code of a typer.Exit instead of exiting.
         code = app(standalone_mode=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import os
 from pathlib import Path
 
 import typer
@@ -24,6 +25,7 @@ from odfproj.plan.planfile import write_plan_file
 from odfproj.plan.render import render_json, render_markdown, render_text
 from odfproj.plan.sources import plan_project
 from odfproj.project.config import load_project
+from odfproj.project.env import Redactor
 
 
 class PlanFormat(enum.StrEnum):
@@ -61,7 +63,8 @@ def plan(
     detailed_exitcode: bool = typer.Option(
         False,
         "--detailed-exitcode",
-        help="Exit 0 when there are no changes, 1 on error, 2 when there are changes.",
+        help="Exit 0 when there are no changes, 1 on error, 2 when there are changes (a dataset whose "
+        "manifest was deleted counts as one).",
     ),
     show_unchanged: bool = typer.Option(False, "--show-unchanged", help="List unchanged datasets too."),
     validate_queries: bool = ValidateQueriesOption,
@@ -87,11 +90,11 @@ def plan(
         if holder is not None:
             holder.stop()
     if out is not None:
-        write_plan_file(result, out)
+        write_plan_file(result, out, redact=Redactor(config.env.secret_values(os.environ)).redact)
     typer.echo(render(result, output_format, show_unchanged), nl=False)
     if out is not None and output_format is PlanFormat.text:
         typer.echo(f"\nSaved the plan to {out}. Apply exactly this plan with: odfproj apply {out}")
     if result.has_refusals:
         raise typer.Exit(1)
-    if detailed_exitcode and result.has_changes:
+    if detailed_exitcode and (result.has_changes or result.has_orphans):
         raise typer.Exit(2)

@@ -7,8 +7,9 @@ from pathlib import Path
 import typer
 
 from odfproj.cli.context import stderr_console
-from odfproj.project.config import load_project
-from odfproj.project.validate import expand_paths, validate_files
+from odfproj.cli.options import TargetOption, VarOption, parse_vars
+from odfproj.project.config import ProjectError, load_project
+from odfproj.project.validate import expand_paths, validate_files, validate_project
 
 
 def validate(
@@ -18,17 +19,29 @@ def validate(
     project: Path | None = typer.Option(
         None, "--project", help="Project folder (default: discovered upwards)."
     ),
+    target: str | None = TargetOption,
+    variables: list[str] | None = VarOption,
 ) -> None:
     """Validate manifests against the ODF schemas and rules; report ALL problems; exit 1 if any.
 
-    Nothing a manifest names is fetched or executed: safe on untrusted pull requests.
+    Manifests are rendered first, exactly as `plan` renders them. Without PATHs the whole project is
+    also checked as a graph: every input has a manifest (a typo gets a suggestion) and there is no
+    cycle. Files outside any project are validated as plain YAML.
+
+    Nothing a manifest names is fetched or executed, and nothing outside the project folder is read:
+    safe on untrusted pull requests.
     """
-    if paths:
-        files, root = expand_paths(paths), Path.cwd()
-    else:
+    config = None
+    try:
         config = load_project(project)
-        files, root = config.manifest_files(), config.root
-    report = validate_files(files, display_root=root)
+    except ProjectError:
+        if project is not None or not paths:
+            raise
+    files = [path.absolute() for path in expand_paths(paths)] if paths else None
+    if config is None or (files is not None and not all(f.is_relative_to(config.root) for f in files)):
+        report = validate_files(files or [], display_root=Path.cwd())  # files of no project: plain YAML
+    else:
+        report = validate_project(config, files=files, vars_override=parse_vars(variables), target=target)
     console = stderr_console()
     for problem in report.problems:
         console.print(str(problem), markup=False, highlight=False)

@@ -25,6 +25,7 @@ from odfproj.odf.identity import DatasetId
 from odfproj.odf.multiformats import Multihash
 from odfproj.odf.schema_types import SCALAR_WIDTH, FieldSpec, TableSpec
 from odfproj.odf.timestamps import format_rfc3339, parse_rfc3339
+from odfproj.odf.yaml_source import check_yaml_limits
 
 #: Envelope kinds and the manifest versions this implementation reads.
 MANIFEST_VERSIONS: dict[str, tuple[int, ...]] = {"DatasetSnapshot": (1,), "MetadataBlock": (2, 3)}
@@ -277,6 +278,8 @@ _Dumper.add_representer(str, _str_representer)
 
 
 def load_yaml(text: str | bytes) -> Any:
+    """Plain data from YAML text; a document over the limits raises ``YamlLimitError`` (a YAMLError)."""
+    check_yaml_limits(text if isinstance(text, str) else text.decode("utf-8", "replace"))
     return yaml.load(text, Loader=_Loader)
 
 

@@ -18,6 +18,10 @@ Behaviour worth knowing:
 * Anchors, aliases and ``<<`` merge keys work as in SafeLoader; positions of aliased data point at
   the anchored definition.
 * A leading ``---`` and a UTF-8 byte order mark are accepted; a second document is an error.
+* Manifests come from pull requests, so size, nesting depth and alias expansion are bounded before
+  anything is built (``check_yaml_limits``): a document nested thousands deep would otherwise crash
+  libyaml's recursive composer, and a "billion laughs" document would take hours. Every YAML reader
+  of the project (odfproj.yaml, ``fmt``, ``--vars``) calls the same check.
 """
 
 from __future__ import annotations
@@ -46,6 +50,12 @@ _MAP_TAG = _TAG + "map"
 _SEQ_TAG = _TAG + "seq"
 _MAX_NODES = 1_000_000
 """Bound on built nodes, so that nested aliases ("billion laughs") cannot exhaust memory."""
+MAX_YAML_BYTES = 4 * 1024 * 1024
+"""Largest YAML document read (a manifest is a few KB; the biggest real ones are tens of KB)."""
+MAX_YAML_DEPTH = 64
+"""Deepest nesting of mappings and sequences (ODF manifests nest about 10 deep)."""
+MAX_YAML_VALUES = _MAX_NODES
+"""Most values a document may expand to once its aliases are followed."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +147,87 @@ if getattr(yaml, "__with_libyaml__", False):
     _FastManifestLoader.add_constructor(_TIMESTAMP_TAG, yaml.SafeLoader.construct_yaml_str)
 else:  # pragma: no cover - PyPI wheels of PyYAML ship libyaml
     _FastManifestLoader = None  # type: ignore[assignment,misc]
+
+
+class YamlLimitError(yaml.MarkedYAMLError):
+    """A YAML document over a size, depth or alias-expansion limit.
+
+    A ``MarkedYAMLError``, so every ``except yaml.YAMLError`` that already reports a syntax error with
+    its position reports this too.
+    """
+
+    def __init__(self, problem: str, mark: Mark | None = None) -> None:
+        super().__init__(problem=problem, problem_mark=mark)
+
+
+def check_yaml_limits(text: str) -> None:
+    """Raise ``YamlLimitError`` when ``text`` is too large, nested too deeply, or expands too much.
+
+    Walks libyaml's event stream, which is iterative (no recursion, whatever the depth) and never
+    expands aliases: the expanded size is counted from each anchor's own size instead. Syntax errors
+    are left to the real parser, whose messages are better.
+    """
+    if len(text) > MAX_YAML_BYTES:
+        raise YamlLimitError(
+            f"the document is {len(text)} characters long, over the limit of {MAX_YAML_BYTES} characters"
+        )
+    if _obviously_within_limits(text):
+        return
+    parser = _FastManifestLoader or _ManifestLoader
+    sizes: dict[str, int] = {}
+    open_nodes: list[list[Any]] = [[0, None]]  # [values inside, anchor] for each open collection
+    total = 0
+    try:
+        for event in yaml.parse(text, Loader=parser):
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                if len(open_nodes) > MAX_YAML_DEPTH:
+                    raise YamlLimitError(
+                        f"the document is nested more than {MAX_YAML_DEPTH} levels deep", event.start_mark
+                    )
+                open_nodes.append([1, event.anchor])
+                total += 1
+                continue
+            if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                size, anchor = open_nodes.pop()
+                if anchor is not None:
+                    sizes[anchor] = size
+            elif isinstance(event, yaml.ScalarEvent):
+                size = 1
+                if event.anchor is not None:
+                    sizes[event.anchor] = 1
+                total += 1
+            elif isinstance(event, yaml.AliasEvent):
+                size = sizes.get(event.anchor, 1)
+                total += size
+            else:
+                continue
+            open_nodes[-1][0] += size
+            if total > MAX_YAML_VALUES:
+                raise YamlLimitError(
+                    f"the document expands to more than {MAX_YAML_VALUES} values (too many aliases)",
+                    event.start_mark,
+                )
+    except YamlLimitError:
+        raise
+    except (yaml.YAMLError, RecursionError):
+        return
+
+
+def _obviously_within_limits(text: str) -> bool:
+    """True when ``text`` cannot break a limit, judged from its characters alone (about 20 times faster
+    than walking the events, and true for nearly every real manifest).
+
+    Without an anchor (``&``) no alias can expand. Each block-style level starts further right than
+    its parent, except a sequence written at its key's own column, so block nesting is at most twice
+    the widest run of indentation, dashes and ``?`` at a line's start; each flow level needs a bracket.
+    """
+    if "&" in text:
+        return False
+    brackets = text.count("[") + text.count("{")
+    if brackets > MAX_YAML_DEPTH:
+        return False
+    widest = max((len(line) - len(line.lstrip(" -?")) for line in text.splitlines()), default=0)
+    return brackets + 2 * (widest + 1) <= MAX_YAML_DEPTH
 
 
 def _position(mark: Mark) -> Position:
@@ -277,6 +368,9 @@ def _yaml_error_problem(error: yaml.YAMLError, text: str, filename: str) -> Prob
         line, col = _text_position(text, error.position)
         char = error.character if isinstance(error.character, int) else ord(error.character)
         return Problem(filename, line, col, f"character U+{char:04X} is not allowed in YAML ({error.reason})")
+    if isinstance(error, YamlLimitError):
+        line, col = _position(error.problem_mark) if error.problem_mark is not None else (1, 1)
+        return Problem(filename, line, col, f"refused: {error.problem}")
     if not isinstance(error, yaml.MarkedYAMLError) or error.problem_mark is None:
         return Problem(filename, 1, 1, f"YAML syntax error: {error}")
     line, col = _position(error.problem_mark)
@@ -344,6 +438,10 @@ def load_yaml_document(data: bytes, filename: str) -> LoadResult:
     text, decode_problem = _decode(data, filename)
     if text is None:
         return LoadResult(None, SourceMap(), (decode_problem,) if decode_problem else ())
+    try:
+        check_yaml_limits(text)
+    except YamlLimitError as error:
+        return LoadResult(None, SourceMap(), (_yaml_error_problem(error, text, filename),))
     node, loader, problem = _compose(text, filename)
     if problem is not None:
         return LoadResult(None, SourceMap(), (problem,))

@@ -92,6 +92,11 @@ class Plan:
         return any(s.has_changes for s in self.steps)
 
     @property
+    def has_orphans(self) -> bool:
+        """A dataset of the workspace lost its manifest: nothing is deleted, but the reviewer must know."""
+        return any(s.action is Action.ORPHAN for s in self.steps)
+
+    @property
     def has_refusals(self) -> bool:
         return any(s.action is Action.REFUSED for s in self.steps)
 
@@ -99,5 +104,6 @@ class Plan:
         return (
             f"Plan: {self.count(Action.CREATE)} to create, "
             f"{self.count(Action.UPDATE) + self.count(Action.DRIFT)} to update, "
-            f"{self.count(Action.UNCHANGED)} unchanged, {self.count(Action.REFUSED)} refused."
+            f"{self.count(Action.UNCHANGED)} unchanged, {self.count(Action.REFUSED)} refused"
+            + (f", {self.count(Action.ORPHAN)} without a manifest." if self.has_orphans else ".")
         )

@@ -8,6 +8,7 @@ reviewed or nothing at all.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict
 from functools import cache
 from importlib import resources
@@ -100,9 +101,11 @@ def _output_schema(data: dict[str, Any] | None) -> OutputSchema | None:
     )
 
 
-def write_plan_file(plan: Plan, path: Path) -> None:
+def write_plan_file(plan: Plan, path: Path, redact: Callable[[str], str] | None = None) -> None:
+    """Save ``plan``; ``redact`` removes secret values from the text (a plan file is a CI artifact)."""
+    text = plan_to_json(plan)
     try:
-        path.write_text(plan_to_json(plan), encoding="utf-8")
+        path.write_text(redact(text) if redact else text, encoding="utf-8")
     except OSError as e:
         raise PlanError(f"cannot write plan file {path}: {e.strerror}") from None
 
@@ -118,4 +121,6 @@ def read_plan_file(path: Path) -> Plan:
         data = json.loads(text)
     except ValueError as e:
         raise PlanError(f"{path}: not a plan file (invalid JSON: {e})") from None
+    except RecursionError:
+        raise PlanError(f"{path}: not a plan file (JSON nested too deeply)") from None
     return plan_from_data(data, str(path))

@@ -27,11 +27,13 @@ def make_plan(
     orphans: Sequence[str] = (),
     warnings: Sequence[str] = (),
     query_checker: QueryChecker | None = None,
+    orphan_readers: Mapping[str, Sequence[str]] | None = None,
 ) -> Plan:
     """``desired`` in topological order; ``views`` keyed by lower-case dataset name.
 
     ``query_checker`` validates created and changed queries (see ``plan.queries``); without one they
-    are marked as not validated.
+    are marked as not validated. ``orphan_readers`` names, for an orphan, the project's datasets that
+    still read it (its manifest was deleted under them).
     """
     planned_ids = {name: view.dataset_id for name, view in views.items()}
 
@@ -55,9 +57,7 @@ def make_plan(
                 Action.ORPHAN,
                 None,
                 view.kind.name if view else None,
-                reasons=(
-                    "no manifest defines this dataset; it is kept (nothing is deleted without an explicit flag)",
-                ),
+                reasons=_orphan_reasons(name, (orphan_readers or {}).get(name, ())),
                 expected_head=view.head if view else None,
             )
         )
@@ -68,6 +68,13 @@ def make_plan(
         warnings=tuple(warnings),
         created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     )
+
+
+def _orphan_reasons(name: str, readers: Sequence[str]) -> tuple[str, ...]:
+    reasons = ["no manifest defines this dataset (was its manifest deleted?); it is kept, nothing is deleted"]
+    if readers:
+        reasons.append(f"still an input of {', '.join(sorted(readers, key=str.lower))}: restore its manifest")
+    return tuple(reasons)
 
 
 def data_work(snapshot: model.DatasetSnapshot, views: Mapping[str, ChainView]) -> tuple[str, ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any
 
 from odfproj.odf.yaml_codec import dump_yaml
@@ -111,7 +112,7 @@ def render_markdown(plan: Plan, *, show_unchanged: bool = False) -> str:
     GitHub renders ``<details>`` and ```` ```diff ```` blocks, so a reviewer sees the whole plan at a
     glance and opens only the datasets they care about.
     """
-    lines = [f"### odfproj plan: `{plan.project}`", "", f"**{plan.summary()}**", ""]
+    lines = [f"### odfproj plan: {_md_code(plan.project)}", "", f"**{plan.summary()}**", ""]
     refused = [s for s in plan.steps if s.action is Action.REFUSED]
     if refused:
         lines += [
@@ -132,20 +133,21 @@ def render_markdown(plan: Plan, *, show_unchanged: bool = False) -> str:
             events = ", ".join(c.kind for c in step.changes if c.event is not None) or "-"
             lines.append(
                 f"| `{step.action.symbol.strip() or '='}` | `{step.dataset}` | {step.action.value} "
-                f"| {_md_code(step.manifest)} | {events} |"
+                f"| {_md_code(step.manifest, in_table=True)} | {events} |"
             )
         lines.append("")
         for step in visible:
-            body = _step_text(step)[1:]
+            body = [_diff_line(line) for line in _step_text(step)[1:]]
             if not body:
                 continue
+            fence = _fence(body)
             lines += [
                 f"<details><summary><code>{step.action.symbol} {step.dataset}</code> "
                 f"({step.action.value})</summary>",
                 "",
-                "```diff",
-                *(_diff_line(line) for line in body),
-                "```",
+                f"{fence}diff",
+                *body,
+                fence,
                 "</details>",
                 "",
             ]
@@ -162,8 +164,26 @@ def _diff_line(line: str) -> str:
     return "  " + line
 
 
-def _md_code(text: str | None) -> str:
-    return f"`{text}`" if text else "-"
+def _md_code(text: str | None, *, in_table: bool = False) -> str:
+    """``text`` as one inline code span, whatever it holds: file names come from pull requests.
+
+    The span's fence is longer than any run of backticks inside (CommonMark), line breaks are shown
+    as ``\\n`` so a name cannot start a new line of markdown, and in a table ``|`` is escaped.
+    """
+    if not text:
+        return "-"
+    text = text.replace("\r", "\\r").replace("\n", "\\n")
+    if in_table:
+        text = text.replace("|", "\\|")
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _fence(lines: list[str]) -> str:
+    """A code fence no line of the block can close: longer than any run of backticks in it."""
+    longest = max((len(run) for line in lines for run in re.findall(r"`+", line)), default=0)
+    return "`" * max(3, longest + 1)
 
 
 def _md_escape(text: str) -> str:

@@ -122,6 +122,11 @@ def plan_project(
         orphans=orphans,
         warnings=snapshot.selection.warnings,
         query_checker=query_checker,
+        orphan_readers={
+            name: tuple(snapshot.graph.graph.successors(snapshot.graph.canonical(name)))
+            for name in orphans
+            if name in snapshot.graph
+        },
     )
     return plan, snapshot
 

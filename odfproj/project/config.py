@@ -16,6 +16,9 @@ from typing import Any
 import yaml
 
 from odfproj.errors import OdfprojError
+from odfproj.odf.yaml_source import check_yaml_limits
+from odfproj.project.boundary import glob_refusal, path_refusal
+from odfproj.project.env import EnvPolicy, parse_env_section
 
 CONFIG_FILE = "odfproj.yaml"
 DEFAULT_MANIFEST_GLOBS = ("datasets/**/*.yaml",)
@@ -26,7 +29,7 @@ WORKSPACE_ENV = "ODFPROJ_WORKSPACE"
 MACRO_DIR = "macros"
 MACRO_SUFFIXES = (".sql", ".j2", ".jinja", ".yaml")
 
-_TOP_KEYS = {"name", "manifests", "workspace", "vars", "targets", "target"}
+_TOP_KEYS = {"name", "manifests", "workspace", "vars", "env", "targets", "target"}
 _TARGET_KEYS = {"spark_master", "storage_root", "spark_conf"}
 
 
@@ -53,6 +56,8 @@ class ProjectConfig:
     vars: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     targets: Mapping[str, Target] = field(default_factory=lambda: MappingProxyType({"dev": Target("dev")}))
     default_target: str = "dev"
+    env: EnvPolicy = field(default_factory=EnvPolicy)
+    """The environment variables templates may read, and which ones are secret (``env:``)."""
 
     @property
     def config_path(self) -> Path:
@@ -76,20 +81,29 @@ class ProjectConfig:
             known = ", ".join(sorted(self.targets)) or "none"
             raise ProjectError(f"{self.config_path}: unknown target {name!r} (defined: {known})") from None
 
+    def refusal(self, path: Path) -> str | None:
+        """Why ``path`` may not be read as a project file (outside the root after symlinks, in .git)."""
+        return path_refusal(path, self.root.resolve())
+
     def manifest_files(self) -> list[Path]:
         """Every manifest matched by the project's globs, sorted.
 
         The workspace, ``macros/`` and odfproj.yaml itself are excluded: a ``**/*.yaml`` glob
-        would otherwise pick them up.
+        would otherwise pick them up. Files that resolve outside the project are listed: readers
+        refuse them with ``refusal`` so the user learns about them.
         """
         excluded_dirs = (self.workspace(), self.macro_dir.resolve())
         config_file = self.config_path.resolve()
         found: set[Path] = set()
         for pattern in self.manifest_globs:
             for path in self.root.glob(pattern):
-                if not path.is_file():
+                if not path.is_file() and not path.is_symlink():  # broken links and loops get reported
                     continue
-                resolved = path.resolve()
+                try:
+                    resolved = path.resolve()
+                except (OSError, RuntimeError):  # a symlink loop: readers refuse it by name
+                    found.add(path)
+                    continue
                 if resolved != config_file and not any(d in resolved.parents for d in excluded_dirs):
                     found.add(path)
         return sorted(found)
@@ -126,12 +140,20 @@ def load_project(project_dir: Path | None = None) -> ProjectConfig:
             raise ProjectError(f"{root}: no {CONFIG_FILE} in this folder")
     else:
         root = find_project_root()
-    return parse_config(root, (root / CONFIG_FILE).read_text(encoding="utf-8"))
+    refused = path_refusal(root / CONFIG_FILE, root)
+    if refused:
+        raise ProjectError(f"{root / CONFIG_FILE}: {refused}")
+    try:
+        text = (root / CONFIG_FILE).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ProjectError(f"{root / CONFIG_FILE}: cannot read: {e}") from None
+    return parse_config(root, text)
 
 
 def parse_config(root: Path, text: str) -> ProjectConfig:
     path = root / CONFIG_FILE
     try:
+        check_yaml_limits(text)
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
@@ -150,9 +172,17 @@ def parse_config(root: Path, text: str) -> ProjectConfig:
         globs = [globs]
     if not isinstance(globs, list) or not all(isinstance(g, str) for g in globs):
         raise ProjectError(f"{path}: 'manifests' must be a glob or a list of globs")
+    for glob in globs:
+        refused = glob_refusal(glob)
+        if refused:
+            raise ProjectError(f"{path}: {refused}")
     variables = data.get("vars") or {}
     if not isinstance(variables, dict):
         raise ProjectError(f"{path}: 'vars' must be a mapping")
+    try:
+        env = parse_env_section(data.get("env"))
+    except ValueError as e:
+        raise ProjectError(f"{path}: {e}") from None
     targets = _parse_targets(path, root, data.get("targets") or {"dev": {}})
     default_target = data.get("target") or ("dev" if "dev" in targets else next(iter(targets)))
     if default_target not in targets:
@@ -165,6 +195,7 @@ def parse_config(root: Path, text: str) -> ProjectConfig:
         vars=MappingProxyType(dict(variables)),
         targets=MappingProxyType(targets),
         default_target=default_target,
+        env=env,
     )
 
 

@@ -307,7 +307,7 @@ def format_text(text: str) -> str:
     """The canonical form of manifest ``text``; raises ``FormatError`` / ``TemplateNotYamlError``."""
     template = has_jinja(text)
     try:
-        original = load_yaml(text)
+        original = load_yaml(text)  # refuses documents over the YAML limits before ruamel sees them
         doc = _yaml().load(text)
     except (yaml.YAMLError, YAMLError) as e:
         message = f"{_position(e)}invalid YAML: {_reason(e)}"

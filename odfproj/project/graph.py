@@ -14,6 +14,7 @@ Building never raises on bad manifests: unknown inputs and cycles become ``probl
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -67,7 +68,13 @@ class _Resolver:
             workspace_names = {n.lower(): n for n in self.workspace_ids.values()}
             name = workspace_names.get(ref.lower())
         if name is None:
-            return None, f"unknown input dataset {ref!r}: no manifest in the project defines it"
+            close = difflib.get_close_matches(
+                ref.lower(), [*self.project, *workspace_names], n=1, cutoff=0.75
+            )
+            hint = ""
+            if close:
+                hint = f" (did you mean {self.project.get(close[0]) or workspace_names[close[0]]!r}?)"
+            return None, f"unknown input dataset {ref!r}: no manifest in the project defines it{hint}"
         return name, None
 
 

@@ -142,8 +142,15 @@ def load_manifests(
     """
     context = RenderContext.for_project(config, vars_override=vars_override, target=target, environ=environ)
     renderer = Renderer(context)
-    jobs = [(path, _rel_path(path, config.root)) for path in _manifest_paths(config, files)]
-    loaded = tuple(sorted(_load_all(jobs, renderer), key=lambda m: m.rel_path))
+    jobs, refused = [], []
+    for path in _manifest_paths(config, files):
+        rel_path = _rel_path(path, config.root)
+        refusal = config.refusal(path)
+        if refusal is None:
+            jobs.append((path, rel_path))
+        else:
+            refused.append(LoadedManifest(path, rel_path, "", None, (Problem(rel_path, 1, 1, refusal),)))
+    loaded = tuple(sorted([*_load_all(jobs, renderer), *refused], key=lambda m: m.rel_path))
     problems = [*renderer.problems]
     for manifest in loaded:
         problems.extend(manifest.problems)

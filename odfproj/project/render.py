@@ -8,7 +8,8 @@ empty string. Every failure becomes a ``Problem`` with the manifest's file and l
 What a template sees (documented for users in ``docs/guide/templating.md``):
 
 * ``var(name, default=<required>)``: the project's ``vars`` overlaid with ``--vars``.
-* ``env_var(name, default=<required>)``: an environment variable.
+* ``env_var(name, default=<required>)``: an environment variable the project declares under ``env:``,
+  never a secret one (``project.env``).
 * ``target``: the name of the active target.
 * ``raise_error(message)``: stop rendering with a message (for macros that validate their arguments).
 * every macro defined in ``macros/**/*.{sql,j2,jinja,yaml}``, by its name; macros may call each other
@@ -31,13 +32,15 @@ from types import MappingProxyType
 from typing import Any, NoReturn
 
 import yaml
-from jinja2 import FunctionLoader, StrictUndefined, Template, TemplateSyntaxError
+from jinja2 import FunctionLoader, StrictUndefined, Template, TemplateNotFound, TemplateSyntaxError
 from jinja2.runtime import Macro
-from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+from jinja2.sandbox import SecurityError
 
 from odfproj.errors import OdfprojError
-from odfproj.odf.yaml_source import Problem
+from odfproj.odf.yaml_source import Problem, check_yaml_limits
 from odfproj.project.config import ProjectConfig
+from odfproj.project.env import EnvPolicy
+from odfproj.project.render_budget import BudgetedEnvironment, RenderBudgetExceeded, render_budget
 
 __all__ = [
     "BUILTIN_NAMES",
@@ -102,6 +105,8 @@ class RenderContext:
     target: str = "dev"
     macros: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     environ: Mapping[str, str] | None = None
+    env: EnvPolicy = field(default_factory=EnvPolicy)
+    """Which variables ``env_var()`` may read; by default none."""
     problems: tuple[Problem, ...] = ()
     """Macro files that could not be read (not UTF-8, unreadable)."""
 
@@ -120,6 +125,10 @@ class RenderContext:
         problems: list[Problem] = []
         for path in config.macro_files():
             rel = path.relative_to(config.root).as_posix()
+            refusal = config.refusal(path)
+            if refusal is not None:
+                problems.append(Problem(rel, 1, 1, refusal))
+                continue
             try:
                 macros[rel] = path.read_bytes().decode("utf-8")
             except UnicodeDecodeError as e:
@@ -131,6 +140,7 @@ class RenderContext:
             target=chosen,
             macros=MappingProxyType(macros),
             environ=environ,
+            env=config.env,
             problems=tuple(problems),
         )
 
@@ -138,6 +148,7 @@ class RenderContext:
 def parse_vars(text: str) -> dict[str, Any]:
     """Parse a ``--vars`` value: a YAML (or JSON) mapping such as ``'{region: eu, days: 7}'``."""
     try:
+        check_yaml_limits(text)
         data = yaml.safe_load(text) if text.strip() else {}
     except yaml.YAMLError as e:
         raise OdfprojError(f"--vars: not a valid YAML mapping: {getattr(e, 'problem', None) or e}") from None
@@ -174,7 +185,7 @@ class Renderer:
 
     def __init__(self, context: RenderContext | None = None) -> None:
         self.context = context or RenderContext()
-        self._env = ImmutableSandboxedEnvironment(
+        self._env = BudgetedEnvironment(
             undefined=StrictUndefined,
             keep_trailing_newline=True,
             autoescape=False,
@@ -192,7 +203,12 @@ class Renderer:
             return RenderResult(text)
         try:
             template = self._compile(escape_engine_expressions(text), filename)
-            return RenderResult(template.render())
+            chunks: list[str] = []
+            with render_budget({filename, *self.context.macros}) as count_output:
+                for chunk in template.generate():
+                    count_output(len(chunk))
+                    chunks.append(chunk)
+            return RenderResult("".join(chunks))
         except Exception as error:  # every failure of a user's template is a problem, never a traceback
             return RenderResult(None, (self._problem(error, filename),))
 
@@ -212,6 +228,9 @@ class Renderer:
             return default
 
         def env_var(name: str, default: Any = _REQUIRED) -> Any:
+            refusal = self.context.env.refusal(str(name))
+            if refusal is not None:
+                raise _RenderAbort(refusal)
             environ = os.environ if self.context.environ is None else self.context.environ
             value = environ.get(name)
             if value is not None:
@@ -241,8 +260,9 @@ class Renderer:
         problems: list[Problem] = []
         for name in sorted(self.context.macros):
             try:
-                template = self._env.get_template(name)
-                module = self._make_module(template, namespace)
+                with render_budget({name, *self.context.macros}):
+                    template = self._env.get_template(name)
+                    module = self._make_module(template, namespace)
             except Exception as error:
                 problems.append(self._problem(error, name))
                 continue
@@ -307,8 +327,12 @@ def _macro_line(source: str, macro_name: str) -> int:
 def _describe(error: Exception) -> str:
     if isinstance(error, SecurityError):
         return f"unsafe template: {error} Templates run in a sandbox and cannot reach Python internals."
-    if isinstance(error, _RenderAbort):
+    if isinstance(error, _RenderAbort | RenderBudgetExceeded):
         return str(error)
+    if isinstance(error, TemplateNotFound):
+        return f"template not found: {error.name!r} (only files under macros/ can be included or imported)"
+    if isinstance(error, MemoryError):
+        return "render budget exceeded: out of memory"
     if isinstance(error, TemplateSyntaxError):
         return f"template syntax error: {error.message}"
     if isinstance(error, RecursionError):

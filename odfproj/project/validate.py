@@ -1,13 +1,22 @@
-"""Validate a set of manifests: each file on its own, then the set (one manifest per dataset name)."""
+"""Validate manifests: each file on its own, then the set (unique names, known inputs, no cycles).
+
+Inside a project, files are validated as ``plan`` reads them: rendered with the project's vars,
+macros and declared environment, inside the project boundary. Files outside any project are
+validated as plain YAML.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from odfproj.odf.validation import Problem, validate_manifest
 from odfproj.odf.yaml_codec import load_yaml
+from odfproj.project.config import ProjectConfig
+from odfproj.project.graph import DatasetGraph
+from odfproj.project.manifests import load_manifests
 
 
 @dataclass(frozen=True)
@@ -31,7 +40,30 @@ def expand_paths(paths: Iterable[Path]) -> list[Path]:
     return out
 
 
+def validate_project(
+    config: ProjectConfig,
+    *,
+    files: Sequence[Path] | None = None,
+    vars_override: Mapping[str, Any] | None = None,
+    target: str | None = None,
+) -> ValidationReport:
+    """Render and validate the project's manifests (or just ``files``), as ``plan`` would read them.
+
+    The whole project is also checked as a graph: every input must have a manifest in the project
+    (a typo gets a "did you mean"), and there must be no cycle. With ``files`` only those are
+    checked, each on its own: their inputs may live in files that were not given. The workspace is
+    never opened, so a dataset whose manifest was deleted is an unknown input here.
+    """
+    manifests = load_manifests(config, vars_override=vars_override, target=target, files=files)
+    problems = list(manifests.problems)
+    if files is None:
+        problems.extend(DatasetGraph.build(manifests).problems)
+    listed = tuple(m.path for m in manifests.manifests)
+    return ValidationReport(listed, tuple(sorted(problems, key=lambda p: (p.file, p.line, p.col, p.message))))
+
+
 def validate_files(files: Iterable[Path], display_root: Path | None = None) -> ValidationReport:
+    """Validate files that belong to no project: plain YAML, no rendering."""
     files = tuple(files)
     problems: list[Problem] = []
     names: dict[str, str] = {}

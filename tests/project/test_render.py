@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from odfproj.errors import OdfprojError
 from odfproj.project.config import ProjectConfig, ProjectError
+from odfproj.project.env import EnvPolicy, parse_env_section
 from odfproj.project.render import (
     RenderContext,
     Renderer,
@@ -22,6 +23,10 @@ from tests.conftest import REFERENCE_MANIFESTS_DIR
 
 REFERENCE_MANIFESTS = sorted(REFERENCE_MANIFESTS_DIR.glob("*.yaml"))
 STARGAZERS = REFERENCE_MANIFESTS_DIR / "com.github.kamu-data.stargazers.yaml"
+
+
+def declared(*names: str) -> EnvPolicy:
+    return parse_env_section(list(names))
 
 
 def render(text: str, **context: object) -> str:
@@ -63,16 +68,18 @@ def test_missing_var_is_a_problem_at_its_line() -> None:
 def test_env_var_reads_the_environment_with_defaults() -> None:
     environ = {"BUCKET": "s3://b"}
     text = "{{ env_var('BUCKET') }} {{ env_var('MISSING', 'fallback') }}"
-    assert render(text, environ=environ) == "s3://b fallback"
+    assert render(text, environ=environ, env=declared("BUCKET", "MISSING")) == "s3://b fallback"
 
 
 def test_env_var_defaults_to_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ODFPROJ_TEST_RENDER", "from-os")
-    assert render("{{ env_var('ODFPROJ_TEST_RENDER') }}") == "from-os"
+    assert render("{{ env_var('ODFPROJ_TEST_RENDER') }}", env=declared("ODFPROJ_TEST_RENDER")) == "from-os"
 
 
 def test_missing_env_var_without_default_is_a_problem() -> None:
-    assert problem("x: 1\n\nkey: {{ env_var('NOT_SET_ANYWHERE') }}", environ={}) == (
+    assert problem(
+        "x: 1\n\nkey: {{ env_var('NOT_SET_ANYWHERE') }}", environ={}, env=declared("NOT_SET_ANYWHERE")
+    ) == (
         "datasets/m.yaml:3:1: environment variable 'NOT_SET_ANYWHERE' is not set and env_var() has no default"
     )
 
