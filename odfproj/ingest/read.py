@@ -10,7 +10,8 @@ Decisions, and why:
   freezes the input, so later steps never re-parse files that the fetch cache may have removed.
 - A declared ``schema`` is the result's schema: its names, order and types. CSV applies it by position
   (as the reference implementation does: ``header: true`` only skips the first line); JSON formats match
-  it by name; Parquet and shapefiles read their own schema and then cast each declared column by name
+  it by name, and take numbers sent as strings (``"id": "2269"`` for ``id BIGINT``) as the reference's
+  reader does; Parquet and shapefiles read their own schema and then cast each declared column by name
   under ANSI rules (a missing column or a value that does not fit is an error). Spark file readers always
   produce nullable columns, so ``NOT NULL`` is not enforced here.
 - An empty input gives an empty DataFrame with the declared schema; with no declared schema its columns
@@ -310,11 +311,13 @@ def _read_json(
                     "the path of the array of records"
                 )
         if declared is not None:
-            reader = reader.schema(_spark_schema(declared))
+            return _numbers_from_text(
+                reader.schema(_spark_schema(_json_read_schema(declared))).json(files), declared
+            )
         return reader.json(files)
     parts = _path_parts(step.sub_path)
     if declared is not None:
-        records = T.ArrayType(_spark_schema(declared), True)
+        records = T.ArrayType(_spark_schema(_json_read_schema(declared)), True)
         df = reader.schema(_wrap(parts, records)).json(files)
     else:
         df = reader.json(files)
@@ -332,7 +335,8 @@ def _read_json(
                 "of objects"
             )
     array = _required(_path_column(parts), f"subPath {step.sub_path} is missing or null")
-    return df.select(F.explode(array).alias("r")).select("r.*")
+    exploded = df.select(F.explode(array).alias("r")).select("r.*")
+    return _numbers_from_text(exploded, declared) if declared is not None else exploded
 
 
 def _read_ndjson(
@@ -341,8 +345,50 @@ def _read_ndjson(
     reader, charset = _json_reader(spark, step, multi_line=False)
     _check_text(files, charset)
     if declared is not None:
-        reader = reader.schema(_spark_schema(declared))
+        return _numbers_from_text(
+            reader.schema(_spark_schema(_json_read_schema(declared))).json(files), declared
+        )
     return reader.json(files)
+
+
+def _parsed_from_text(data_type: pa.DataType) -> bool:
+    return pa.types.is_integer(data_type) or pa.types.is_floating(data_type) or pa.types.is_decimal(data_type)
+
+
+def _json_read_schema(declared: pa.Schema) -> pa.Schema:
+    """``declared`` with its numeric top-level columns read as text, to be parsed by :func:`_numbers_from_text`.
+
+    The reference implementation's reader (arrow-json) takes a number sent as a string
+    (``"id": "2269"`` for ``id BIGINT``); Spark's reader refuses it. Spark reads any JSON scalar into
+    a string column as its text, so reading the column as text and parsing it accepts both forms.
+    """
+    return pa.schema([f.with_type(pa.utf8()) if _parsed_from_text(f.type) else f for f in declared])
+
+
+def _numbers_from_text(df: DataFrame, declared: pa.Schema) -> DataFrame:
+    """The columns :func:`_json_read_schema` read as text, parsed as their declared numbers.
+
+    A value that is not a number fails the read naming the file, the column and the value.
+    """
+    from pyspark.sql import functions as F
+
+    from odfproj.odf.ddl import format_ddl_type
+
+    if not any(_parsed_from_text(f.type) for f in declared):
+        return df
+    columns = []
+    for f in declared:
+        column = F.col("`" + f.name.replace("`", "``") + "`")
+        if _parsed_from_text(f.type):
+            parsed = F.trim(column).try_cast(spark_type_from_arrow(f.type))
+            problem = F.concat(
+                F.input_file_name(),
+                F.lit(f": column {f.name} is {format_ddl_type(f.type)}, but a record holds "),
+                F.to_json(F.struct(column.alias(f.name))),
+            )
+            column = F.when(column.isNotNull() & parsed.isNull(), F.raise_error(problem)).otherwise(parsed)
+        columns.append(column.alias(f.name))
+    return df.select(*columns)
 
 
 # --- GeoJSON --------------------------------------------------------------------------------------------
