@@ -67,7 +67,7 @@ from odfproj.ingest.errors import IngestError, UnsupportedSourceError, source_la
 from odfproj.ingest.fetch import FetchedItem, fetch
 from odfproj.ingest.merge import merge
 from odfproj.ingest.prepare import prepare
-from odfproj.ingest.read import ReadError, read_files
+from odfproj.ingest.read import ReadError, describe_bad_rows, read_files
 from odfproj.odf import model
 from odfproj.odf.arrow_schema import encode_arrow_schema
 from odfproj.odf.data_schema import (
@@ -232,28 +232,44 @@ def _ingest_item(
     )
     try:
         where = f"{label}: {item.display_name}"
-        paths = {str(prepared.path): item.display_name, str(item.path): item.display_name}
+        paths = {
+            str(p): item.display_name
+            for p in (prepared.path.absolute(), prepared.path, item.path.absolute(), item.path)
+        }
         with errors_named(where, paths):
             batch = read_files(
                 engine.session, source.read, [prepared.path], materialize=materialize_read(source.merge)
             )
             batch = preprocess_batch(engine, batch, source.preprocess, where)
-        return commit_batch(
-            dataset,
-            engine,
-            batch,
-            merge_strategy=source.merge,
-            display_name=item.display_name,
-            source=POLLING_SOURCE_NAME,
-            event_time=item.event_time,
-            source_state=item.source_state,
-            system_time=system_time,
-            work_dir=work,
-            paths=paths,
-        )
+        with errors_named(where, paths), bad_rows_described(engine, source.read, prepared.path, where):
+            return commit_batch(
+                dataset,
+                engine,
+                batch,
+                merge_strategy=source.merge,
+                display_name=item.display_name,
+                source=POLLING_SOURCE_NAME,
+                event_time=item.event_time,
+                source_state=item.source_state,
+                system_time=system_time,
+                work_dir=work,
+                paths=paths,
+            )
     finally:
         if prepared.temporary:
             prepared.path.unlink(missing_ok=True)
+
+
+@contextmanager
+def bad_rows_described(engine: SparkEngine, read: model.ReadStep, path: Path, where: str) -> Iterator[None]:
+    """A lazily read file that fails to parse while merging is reported by its first bad rows' lines."""
+    try:
+        yield
+    except ReadError:
+        bad = describe_bad_rows(engine.session, read, [str(path.absolute())])
+        if bad is None:
+            raise
+        raise ReadError(f"{where}: {bad}") from None
 
 
 def materialize_read(strategy: model.MergeStrategy) -> bool:

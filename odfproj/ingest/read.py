@@ -106,7 +106,7 @@ def read_files(
     With ``materialize`` (the default) the data is parsed now, so every format and type error surfaces
     here as a ``ReadError``; without it the DataFrame is lazy and errors appear at the first action.
     """
-    files = [str(Path(p)) for p in paths]
+    files = [str(Path(p).absolute()) for p in paths]  # a warm session's JVM may not share our working folder
     for f in files:
         if not Path(f).exists():
             raise ReadError(f"input file {f} does not exist")
@@ -132,6 +132,9 @@ def read_files(
         failure = describe_spark_error(e)
         if failure.user_raised:
             raise ReadError(failure.message) from None
+        bad = describe_bad_rows(spark, read, files)
+        if bad is not None:
+            raise ReadError(bad) from None
         raise ReadError(f"cannot read {failure.file or what}: {failure.message}") from None
     if declared is None and not df.columns:
         raise ReadError(
@@ -245,6 +248,72 @@ def _read_csv(
     if declared is not None:
         reader = reader.schema(_spark_schema(declared))
     return reader.csv(files)
+
+
+#: How many malformed rows an error shows: enough to see a pattern, short enough for one line.
+SHOWN_BAD_ROWS = 3
+_BAD = "__odfproj_bad_row"
+_SHOWN_CHARS = 80
+
+
+def bad_csv_rows(
+    spark: SparkSession, step: model.ReadStepCsv, files: Sequence[str], limit: int = SHOWN_BAD_ROWS
+) -> list[tuple[str, int, str]]:
+    """The first ``limit`` lines of ``files`` that do not parse under ``step``: ``(file, line, text)``.
+
+    One Spark job per file, however many rows are bad: each physical line is parsed on its own
+    (``from_csv``, permissive) beside its line number, and the lines that fail come back. Line
+    numbers count physical lines, so a quoted value spanning lines may be reported by its parts.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if not step.schema:
+        return []
+    declared = _spark_schema(parse_ddl_schema(list(step.schema)))
+    schema = T.StructType([*declared.fields, T.StructField(_BAD, T.StringType(), True)])
+    options = {
+        k: v for k, v in csv_options(step).items() if k not in ("mode", "multiLine", "encoding", "header")
+    }
+    options.update(mode="PERMISSIVE", columnNameOfCorruptRecord=_BAD)
+    first_data_line = 2 if step.header else 1
+    found: list[tuple[str, int, str]] = []
+    for f in files:
+        if len(found) >= limit:
+            break
+        lines = (
+            spark.read.text(f)
+            .rdd.zipWithIndex()
+            .map(lambda pair: (pair[1] + 1, pair[0][0]))
+            .toDF("line long, value string")
+        )
+        parsed = lines.where(F.col("line") >= first_data_line).where(F.length(F.trim("value")) > 0)
+        parsed = parsed.select(
+            "line", "value", F.from_csv("value", schema.simpleString(), options).alias("r")
+        )
+        bad = parsed.where(F.col(f"r.{_BAD}").isNotNull()).orderBy("line").limit(limit - len(found)).collect()
+        found.extend((f, row["line"], row["value"]) for row in bad)
+    return found
+
+
+def describe_bad_rows(spark: SparkSession, step: model.ReadStep, files: Sequence[str]) -> str | None:
+    """One line naming the file and line of the first rows that do not fit ``step``; ``None`` if none found."""
+    if not isinstance(step, model.ReadStepCsv):
+        return None
+    try:
+        bad = bad_csv_rows(spark, step, files)
+    except Exception as e:  # the diagnosis must never hide the original error
+        if not is_spark_error(e):
+            raise
+        return None
+    if not bad:
+        return None
+    shown = "; ".join(
+        f"{f} line {n}: {text[:_SHOWN_CHARS] + ('…' if len(text) > _SHOWN_CHARS else '')!r}"
+        for f, n, text in bad
+    )
+    more = " (the first ones)" if len(bad) >= SHOWN_BAD_ROWS else ""
+    return f"rows that do not fit the read step's schema ({', '.join(step.schema or ())}){more}: {shown}"
 
 
 # --- JSON -----------------------------------------------------------------------------------------------

@@ -63,17 +63,6 @@ def blocks(dataset: Dataset) -> list[str]:
     return [type(b.event).__name__ for _, b in dataset.iter_blocks()][::-1]
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    (tmp_path / "data").mkdir()
-    return tmp_path
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
-    return Workspace(tmp_path / ".odf")
-
-
 # --- FilesGlob + Ledger ---------------------------------------------------------------------------
 
 

@@ -8,7 +8,6 @@ column their own ``SetVocab`` names as the event time.
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -47,17 +46,6 @@ def records(dataset: Dataset) -> pa.Table:
         if isinstance(b.event, model.AddData | model.ExecuteTransform) and b.event.new_data is not None
     ]
     return pa.concat_tables([pq.read_table(p) for p in reversed(paths)])
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    (tmp_path / "data").mkdir()
-    return tmp_path
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
-    return Workspace(tmp_path / ".odf")
 
 
 def vocab_root(ws: Workspace, merge: model.MergeStrategy, schema: tuple[str, ...]) -> Dataset:
