@@ -19,6 +19,7 @@ from odfproj.ingest.errors import IngestError
 from odfproj.ingest.pipeline import ingest_polling
 from odfproj.odf import model
 from odfproj.state.read import read_state
+from odfproj.state.views import run_sql
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.verify import verify_dataset
 from odfproj.storage.workspace import Workspace
@@ -58,7 +59,9 @@ def vocab_root(ws: Workspace, merge: model.MergeStrategy, schema: tuple[str, ...
                 read=model.ReadStepCsv(header=True, schema=schema),
                 merge=merge,
             ),
-            model.SetVocab(event_time_column="REPORT_YEAR"),
+            model.SetVocab(
+                event_time_column="REPORT_YEAR", offset_column="row_id", operation_type_column="change"
+            ),
         ],
         system_time=T0,
     )
@@ -75,7 +78,7 @@ def test_ledger_key_containing_the_event_time_column(spark, project, ws):
     result = ingest_polling(ds, engine_for(spark), project_root=project, system_time=at(1))
     assert [i.records for i in result.items] == [2, 1]  # (1, 2021) was already known
     table = records(ds)
-    assert table.schema.names == ["offset", "op", "system_time", "REPORT_YEAR", "PID", "AMOUNT"]
+    assert table.schema.names == ["row_id", "change", "system_time", "REPORT_YEAR", "PID", "AMOUNT"]
     assert table.schema.field("REPORT_YEAR").type == pa.date32()  # DATE event time stays DATE
     got = [(r["PID"], r["REPORT_YEAR"], r["AMOUNT"]) for r in table.to_pylist()]
     assert got == [(1, date(2020, 1, 1), 10), (1, date(2021, 1, 1), 11), (2, date(2021, 1, 1), 20)]
@@ -94,10 +97,10 @@ def test_snapshot_key_containing_the_event_time_column_uses_the_state_index(spar
     ingest_polling(ds, engine, project_root=project, system_time=at(1))
     (project / "data" / "2.csv").write_text("PID,REPORT_YEAR,AMOUNT\n1,2020-01-01,15\n3,2021-01-01,30\n")
     ingest_polling(ds, engine, project_root=project, system_time=at(2))
-    ops = [(r["op"], r["PID"], r["AMOUNT"]) for r in records(ds).to_pylist()]
+    ops = [(r["change"], r["PID"], r["AMOUNT"]) for r in records(ds).to_pylist()]
     assert ops == [(0, 1, 10), (0, 2, 20), (2, 1, 10), (3, 1, 15), (1, 2, 20), (0, 3, 30)]
     state = read_state(ds)
-    assert state.column_names == ["offset", "REPORT_YEAR", "PID", "AMOUNT"]
+    assert state.column_names == ["row_id", "REPORT_YEAR", "PID", "AMOUNT"]
     assert sorted(state.column("AMOUNT").to_pylist()) == [15, 30]
     assert verify_dataset(ds) == []
 
@@ -152,6 +155,15 @@ def test_derivative_query_sees_the_inputs_names_and_outputs_its_own_vocab(spark,
     assert update_derivative(ws, "derived", engine, at(4)).records == 1
     assert all(r for r in reproduce_all(ws, "derived", engine))
     assert verify_dataset(ds) == []
+    # odfproj sql shows both under their own names.
+    derived = run_sql(engine, ws, "SELECT id, reported_date FROM `derived` ORDER BY id")
+    assert derived.column("reported_date").to_pylist() == [
+        date(2020, 1, 1),
+        date(2021, 1, 1),
+        date(2022, 1, 1),
+    ]
+    raw = run_sql(engine, ws, "SELECT count(*) AS n, max(REPORT_YEAR) AS y FROM `reports`")
+    assert raw.to_pylist() == [{"n": 3, "y": date(2022, 1, 1)}]
 
 
 def test_derivative_without_its_vocab_column_is_refused_naming_it(spark, project, ws):
