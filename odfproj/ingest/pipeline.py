@@ -16,12 +16,12 @@ Decisions, and why:
   fetch step), else the system time of the ingest. A ``DATE`` stays a ``DATE`` (as in the reference
   implementation; the watermark is then its midnight UTC); anything else becomes
   ``timestamp(ms, UTC)``: text is parsed as an ISO timestamp, sub-millisecond digits are truncated.
+  When the event time comes from the data, a Snapshot merge compares it like any other column (it
+  is row data then, not the snapshot's time).
 - **Vocabulary.** The files hold the system columns under the ``SetVocab`` names; merge keys name
   columns as the files do. Internally everything runs on the standard names (``Vocab`` maps both
   ways), so ``primaryKey: [id, reported]`` with ``eventTimeColumn: reported`` is a key on the event
   time.
-  When the event time comes from the data, a Snapshot merge compares it like any other column (it
-  is row data then, not the snapshot's time).
 - **Offsets** are assigned in the merge output's order (the merge's ordering contract), after the
   data has reached the driver as Arrow: ``last_offset + 1`` onwards, dense. ``system_time`` of
   every record is the system time of the block that commits it (millisecond precision).
