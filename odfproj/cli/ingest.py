@@ -15,9 +15,12 @@ from odfproj.engine.session import SparkSessionHolder
 from odfproj.engine.spark import SparkEngine
 from odfproj.errors import OdfprojError
 from odfproj.ingest.push import ingest_push
+from odfproj.plan.sources import PlanRequest
 from odfproj.project.config import ProjectConfig, load_project
+from odfproj.run.pending import apply_pending
 from odfproj.run.run import spark_settings
 from odfproj.storage.workspace import Workspace
+from odfproj.transform.validate import query_checker
 
 STDIN = "-"
 
@@ -35,16 +38,26 @@ def ingest(
     project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP),
     target: str | None = TargetOption,
 ) -> None:
-    """Read FILEs through the push source's read, preprocess and merge steps and commit them as one block."""
+    """Read FILEs through the push source's read, preprocess and merge steps and commit them as one block.
+
+    In a project, a dataset whose manifest has changes not yet applied (or was never applied) gets
+    them applied first, as `odfproj run` does; a plan that refuses them refuses the ingest.
+    """
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
     config = _project(project, required=workspace is None)
     opened = Workspace(workspace) if workspace is not None else Workspace(config.workspace(target))  # type: ignore[union-attr]
     if files.count(STDIN) > 1:
         raise OdfprojError("`-` (stdin) may be given only once")
-    handle = opened.open(dataset)
     holder = SparkSessionHolder(spark_settings(config, target, verbose=state.verbose))
     work = Path(tempfile.mkdtemp(prefix="odfproj-push-"))
     try:
+        if config is not None and workspace is None:
+            applied = apply_pending(
+                config, dataset, PlanRequest(target=target), query_checker=query_checker(SparkEngine(holder))
+            )
+            if applied is not None:
+                typer.echo(f"{dataset}: applied its pending definition ({len(applied.steps)} step(s))")
+        handle = opened.open(dataset)
         paths: list[Path] = []
         names: list[str] = []
         for item in files:
@@ -55,7 +68,7 @@ def ingest(
                 paths.append(path)
                 names.append("<stdin>")
             else:
-                paths.append(Path(item))
+                paths.append(Path(item).absolute())  # the JVM may not share our working folder
                 names.append(item)
         result = ingest_push(
             handle, SparkEngine(holder), paths, source_name=source, display_names=names, work_dir=work

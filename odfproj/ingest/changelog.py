@@ -12,7 +12,7 @@ can replace it later without touching the merge strategies.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from odfproj.errors import OdfprojError
@@ -32,6 +32,13 @@ def column(name: str):
     from pyspark.sql import functions as F
 
     return F.col("`" + name.replace("`", "``") + "`")
+
+
+def renamed(frame: DataFrame, renames: Mapping[str, str]) -> DataFrame:
+    """``frame`` with the columns ``renames`` names renamed (a ``Vocab``'s mapping), order kept."""
+    if not any(c in renames for c in frame.columns):
+        return frame
+    return frame.select(*[column(c).alias(renames.get(c, c)) for c in frame.columns])
 
 
 class ChangelogError(OdfprojError):
@@ -75,4 +82,4 @@ def current_state(history: DataFrame, primary_key: Sequence[str]) -> DataFrame:
     return live.select(*[column(c) for c in columns])
 
 
-__all__ = ["ASSERTING_OPS", "ChangelogError", "column", "current_state", "state_columns"]
+__all__ = ["ASSERTING_OPS", "ChangelogError", "column", "current_state", "renamed", "state_columns"]

@@ -13,10 +13,15 @@ Decisions, and why:
   there is an item to read: a run with nothing new starts no JVM and commits nothing.
 - **Event time.** From the data's event-time column (``SetVocab.eventTimeColumn``, default
   ``event_time``) when the data has it, else the fetched item's event time (``eventTime`` of the
-  fetch step), else the system time of the ingest. It is cast to ``timestamp(ms, UTC)``: a ``DATE``
-  becomes midnight UTC, text is parsed as an ISO timestamp, sub-millisecond digits are truncated.
+  fetch step), else the system time of the ingest. A ``DATE`` stays a ``DATE`` (as in the reference
+  implementation; the watermark is then its midnight UTC); anything else becomes
+  ``timestamp(ms, UTC)``: text is parsed as an ISO timestamp, sub-millisecond digits are truncated.
   When the event time comes from the data, a Snapshot merge compares it like any other column (it
   is row data then, not the snapshot's time).
+- **Vocabulary.** The files hold the system columns under the ``SetVocab`` names; merge keys name
+  columns as the files do. Internally everything runs on the standard names (``Vocab`` maps both
+  ways), so ``primaryKey: [id, reported]`` with ``eventTimeColumn: reported`` is a key on the event
+  time.
 - **Offsets** are assigned in the merge output's order (the merge's ordering contract), after the
   data has reached the driver as Arrow: ``last_offset + 1`` onwards, dense. ``system_time`` of
   every record is the system time of the block that commits it (millisecond precision).
@@ -59,15 +64,26 @@ import pyarrow.parquet as pq
 from odfproj.engine.spark import SparkEngine, describe_spark_error, frame_from_arrow, is_spark_error
 from odfproj.engine.types import arrow_schema_from_spark
 from odfproj.errors import EngineError, OdfprojError
+from odfproj.ingest.changelog import renamed
 from odfproj.ingest.errors import IngestError, UnsupportedSourceError, source_label
 from odfproj.ingest.fetch import FetchedItem, fetch, ingested_glob_files
 from odfproj.ingest.merge import merge
 from odfproj.ingest.prepare import prepare
-from odfproj.ingest.read import ReadError, read_files
+from odfproj.ingest.read import ReadError, describe_bad_rows, read_files
 from odfproj.ingest.scratch import scratch_folder
 from odfproj.odf import model
 from odfproj.odf.arrow_schema import encode_arrow_schema
-from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_TIME, TIMESTAMP_TYPE, Op, Vocab
+from odfproj.odf.data_schema import (
+    EVENT_TIME,
+    OFFSET,
+    OP,
+    SYSTEM_TIME,
+    TIMESTAMP_TYPE,
+    Op,
+    Vocab,
+    event_time_column,
+    watermark_of,
+)
 from odfproj.odf.multiformats import Multihash
 from odfproj.odf.timestamps import to_utc
 from odfproj.state.dataset_index import open_state_index
@@ -241,28 +257,44 @@ def _ingest_item(
     )
     try:
         where = f"{label}: {item.display_name}"
-        paths = {str(prepared.path): item.display_name, str(item.path): item.display_name}
+        paths = {
+            str(p): item.display_name
+            for p in (prepared.path.absolute(), prepared.path, item.path.absolute(), item.path)
+        }
         with errors_named(where, paths):
             batch = read_files(
                 engine.session, source.read, [prepared.path], materialize=materialize_read(source.merge)
             )
             batch = preprocess_batch(engine, batch, source.preprocess, where)
-        return commit_batch(
-            dataset,
-            engine,
-            batch,
-            merge_strategy=source.merge,
-            display_name=item.display_name,
-            source=POLLING_SOURCE_NAME,
-            event_time=item.event_time,
-            source_state=item.source_state,
-            system_time=system_time,
-            work_dir=work,
-            paths=paths,
-        )
+        with errors_named(where, paths), bad_rows_described(engine, source.read, prepared.path, where):
+            return commit_batch(
+                dataset,
+                engine,
+                batch,
+                merge_strategy=source.merge,
+                display_name=item.display_name,
+                source=POLLING_SOURCE_NAME,
+                event_time=item.event_time,
+                source_state=item.source_state,
+                system_time=system_time,
+                work_dir=work,
+                paths=paths,
+            )
     finally:
         if prepared.temporary:
             prepared.path.unlink(missing_ok=True)
+
+
+@contextmanager
+def bad_rows_described(engine: SparkEngine, read: model.ReadStep, path: Path, where: str) -> Iterator[None]:
+    """A lazily read file that fails to parse while merging is reported by its first bad rows' lines."""
+    try:
+        yield
+    except ReadError:
+        bad = describe_bad_rows(engine.session, read, [str(path.absolute())])
+        if bad is None:
+            raise
+        raise ReadError(f"{where}: {bad}") from None
 
 
 def materialize_read(strategy: model.MergeStrategy) -> bool:
@@ -318,9 +350,15 @@ def commit_batch(
     vocab = Vocab.of(projection.set_vocab)
     scratch = Path(tempfile.mkdtemp(prefix="merge-", dir=work_dir))  # the state file of a Snapshot merge
     with errors_named(where, paths or {}), _removed(scratch):
+        clash = vocab.clash(batch.columns)
+        if clash is not None:
+            raise IngestError(
+                f"the new data has a column {clash!r}, which the dataset's SetVocab gives to a system "
+                "column under another name; rename it in the preprocess step"
+            )
         batch, from_data = with_event_time(batch, vocab, event_time or stamp)
         history = state = index = None
-        key = primary_key(merge_strategy)
+        key = primary_key(merge_strategy)  # as the files name it: the state index reads the files
         if isinstance(merge_strategy, model.MergeStrategySnapshot) and projection.has_data:
             index, state = read_current_state(engine, dataset, projection, key, vocab, scratch)
         elif key:
@@ -334,7 +372,13 @@ def commit_batch(
                 F.lit(int(Op.APPEND)).cast("int").alias(OP), *(_col(c) for c in batch.columns)
             )
         else:
-            records = merge(merge_strategy, batch, history, compare_event_time=from_data, state=state)
+            records = merge(
+                in_standard_names(merge_strategy, vocab),
+                batch,
+                history,
+                compare_event_time=from_data,
+                state=state,
+            )
         arrow = records.toArrow()
         user_types = arrow_schema_from_spark(records.schema)
         table = _with_system_columns(arrow, user_types, projection, stamp, vocab)
@@ -411,7 +455,11 @@ def block_system_time(projection: ChainProjection, requested: datetime | None) -
 
 
 def with_event_time(batch: DataFrame, vocab: Vocab, fallback: datetime) -> tuple[DataFrame, bool]:
-    """``batch`` with an ``event_time`` column of Spark timestamps (ms); whether it came from the data."""
+    """``batch`` with an ``event_time`` column; whether it came from the data.
+
+    A ``DATE`` column stays a date (as the reference implementation keeps it); a timestamp or
+    ISO-8601 text becomes a timestamp truncated to milliseconds; without the column, the fallback.
+    """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -423,17 +471,38 @@ def with_event_time(batch: DataFrame, vocab: Vocab, fallback: datetime) -> tuple
                 f"the event time column {name!r} has type {data_type.simpleString()}; "
                 "it must be a timestamp, a date or ISO-8601 text"
             )
-        value = _col(name).cast("timestamp")
         from_data = True
+        if isinstance(data_type, T.DateType):
+            value = _col(name).alias(EVENT_TIME)
+        else:
+            value = F.date_trunc("millisecond", _col(name).cast("timestamp")).alias(EVENT_TIME)
     else:
         value = F.lit(fallback.astimezone(UTC).replace(tzinfo=None)).cast("timestamp")
+        value = F.date_trunc("millisecond", value).alias(EVENT_TIME)
         from_data = False
-    value = F.date_trunc("millisecond", value).alias(EVENT_TIME)
     if name in batch.columns:
         columns = [value if c == name else _col(c) for c in batch.columns]
     else:
         columns = [value, *(_col(c) for c in batch.columns)]
     return batch.select(*columns), from_data
+
+
+def in_standard_names(strategy: model.MergeStrategy, vocab: Vocab) -> model.MergeStrategy:
+    """``strategy`` with its key and compared columns under the standard names the merge works on.
+
+    A manifest names columns as the files do, so a key may contain the vocabulary's event-time
+    column (``primaryKey: [PID, REPORT_YEAR]`` with ``eventTimeColumn: REPORT_YEAR``).
+    """
+    if isinstance(strategy, model.MergeStrategyLedger):
+        return replace(strategy, primary_key=vocab.standard_names(strategy.primary_key))
+    if isinstance(strategy, model.MergeStrategySnapshot):
+        compared = strategy.compare_columns
+        return replace(
+            strategy,
+            primary_key=vocab.standard_names(strategy.primary_key),
+            compare_columns=vocab.standard_names(compared) if compared is not None else None,
+        )
+    return strategy
 
 
 def primary_key(strategy: model.MergeStrategy) -> tuple[str, ...]:
@@ -492,10 +561,7 @@ def read_history(
     if not paths:
         return None
     history = engine.session.read.option("mergeSchema", "true").parquet(*reversed(paths))
-    renames = {actual: standard for standard, actual in vocab.to_file().items() if actual != standard}
-    if renames:
-        history = history.select(*[_col(c).alias(renames.get(c, c)) for c in history.columns])
-    return history
+    return renamed(history, vocab.to_standard())
 
 
 # --- Arrow side ----------------------------------------------------------------------------------
@@ -512,13 +578,13 @@ def _with_system_columns(
         pa.array(np.arange(first, first + count, dtype=np.int64), pa.int64()),
         records.column(OP).cast(pa.int32()),
         pa.array(np.full(count, millis, dtype=np.int64), pa.int64()).cast(TIMESTAMP_TYPE),
-        records.column(EVENT_TIME).cast(TIMESTAMP_TYPE, safe=False),
+        event_time_column(records.column(EVENT_TIME)),
     ]
     fields = [
         pa.field(vocab.offset, pa.int64(), nullable=False),
         pa.field(vocab.op, pa.int32(), nullable=False),
         pa.field(vocab.system_time, TIMESTAMP_TYPE, nullable=False),
-        pa.field(vocab.event_time, TIMESTAMP_TYPE),
+        pa.field(vocab.event_time, arrays[3].type),
     ]
     for f in user_types:
         if f.name in (OP, EVENT_TIME):
@@ -567,10 +633,9 @@ def _fit_schema(table: pa.Table, existing: pa.Schema | None, where: str) -> tupl
 
 
 def _new_watermark(previous: datetime | None, event_times: pa.ChunkedArray) -> datetime | None:
-    latest = pc.max(event_times).as_py() if len(event_times) else None
+    latest = watermark_of(pc.max(event_times).as_py()) if len(event_times) else None
     if latest is None:
         return previous
-    latest = to_utc(latest)
     return latest if previous is None or latest > previous else previous
 
 

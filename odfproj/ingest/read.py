@@ -10,7 +10,8 @@ Decisions, and why:
   freezes the input, so later steps never re-parse files that the fetch cache may have removed.
 - A declared ``schema`` is the result's schema: its names, order and types. CSV applies it by position
   (as the reference implementation does: ``header: true`` only skips the first line); JSON formats match
-  it by name; Parquet and shapefiles read their own schema and then cast each declared column by name
+  it by name, and take numbers sent as strings (``"id": "2269"`` for ``id BIGINT``) as the reference's
+  reader does; Parquet and shapefiles read their own schema and then cast each declared column by name
   under ANSI rules (a missing column or a value that does not fit is an error). Spark file readers always
   produce nullable columns, so ``NOT NULL`` is not enforced here.
 - An empty input gives an empty DataFrame with the declared schema; with no declared schema its columns
@@ -106,7 +107,7 @@ def read_files(
     With ``materialize`` (the default) the data is parsed now, so every format and type error surfaces
     here as a ``ReadError``; without it the DataFrame is lazy and errors appear at the first action.
     """
-    files = [str(Path(p)) for p in paths]
+    files = [str(Path(p).absolute()) for p in paths]  # a warm session's JVM may not share our working folder
     for f in files:
         if not Path(f).exists():
             raise ReadError(f"input file {f} does not exist")
@@ -132,6 +133,9 @@ def read_files(
         failure = describe_spark_error(e)
         if failure.user_raised:
             raise ReadError(failure.message) from None
+        bad = describe_bad_rows(spark, read, files)
+        if bad is not None:
+            raise ReadError(bad) from None
         raise ReadError(f"cannot read {failure.file or what}: {failure.message}") from None
     if declared is None and not df.columns:
         raise ReadError(
@@ -248,6 +252,72 @@ def _read_csv(
     return reader.csv(files)
 
 
+#: How many malformed rows an error shows: enough to see a pattern, short enough for one line.
+SHOWN_BAD_ROWS = 3
+_BAD = "__odfproj_bad_row"
+_SHOWN_CHARS = 80
+
+
+def bad_csv_rows(
+    spark: SparkSession, step: model.ReadStepCsv, files: Sequence[str], limit: int = SHOWN_BAD_ROWS
+) -> list[tuple[str, int, str]]:
+    """The first ``limit`` lines of ``files`` that do not parse under ``step``: ``(file, line, text)``.
+
+    One Spark job per file, however many rows are bad: each physical line is parsed on its own
+    (``from_csv``, permissive) beside its line number, and the lines that fail come back. Line
+    numbers count physical lines, so a quoted value spanning lines may be reported by its parts.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if not step.schema:
+        return []
+    declared = _spark_schema(parse_ddl_schema(list(step.schema)))
+    schema = T.StructType([*declared.fields, T.StructField(_BAD, T.StringType(), True)])
+    options = {
+        k: v for k, v in csv_options(step).items() if k not in ("mode", "multiLine", "encoding", "header")
+    }
+    options.update(mode="PERMISSIVE", columnNameOfCorruptRecord=_BAD)
+    first_data_line = 2 if step.header else 1
+    found: list[tuple[str, int, str]] = []
+    for f in files:
+        if len(found) >= limit:
+            break
+        lines = (
+            spark.read.text(f)
+            .rdd.zipWithIndex()
+            .map(lambda pair: (pair[1] + 1, pair[0][0]))
+            .toDF("line long, value string")
+        )
+        parsed = lines.where(F.col("line") >= first_data_line).where(F.length(F.trim("value")) > 0)
+        parsed = parsed.select(
+            "line", "value", F.from_csv("value", schema.simpleString(), options).alias("r")
+        )
+        bad = parsed.where(F.col(f"r.{_BAD}").isNotNull()).orderBy("line").limit(limit - len(found)).collect()
+        found.extend((f, row["line"], row["value"]) for row in bad)
+    return found
+
+
+def describe_bad_rows(spark: SparkSession, step: model.ReadStep, files: Sequence[str]) -> str | None:
+    """One line naming the file and line of the first rows that do not fit ``step``; ``None`` if none found."""
+    if not isinstance(step, model.ReadStepCsv):
+        return None
+    try:
+        bad = bad_csv_rows(spark, step, files)
+    except Exception as e:  # the diagnosis must never hide the original error
+        if not is_spark_error(e):
+            raise
+        return None
+    if not bad:
+        return None
+    shown = "; ".join(
+        f"{f} line {n}: {text[:_SHOWN_CHARS] + ('…' if len(text) > _SHOWN_CHARS else '')!r}"
+        for f, n, text in bad
+    )
+    more = " (the first ones)" if len(bad) >= SHOWN_BAD_ROWS else ""
+    return f"rows that do not fit the read step's schema ({', '.join(step.schema or ())}){more}: {shown}"
+
+
 # --- JSON -----------------------------------------------------------------------------------------------
 
 
@@ -312,11 +382,13 @@ def _read_json(
                     "the path of the array of records"
                 )
         if declared is not None:
-            reader = reader.schema(_spark_schema(declared))
+            return _numbers_from_text(
+                reader.schema(_spark_schema(_json_read_schema(declared))).json(files), declared
+            )
         return reader.json(files)
     parts = _path_parts(step.sub_path)
     if declared is not None:
-        records = T.ArrayType(_spark_schema(declared), True)
+        records = T.ArrayType(_spark_schema(_json_read_schema(declared)), True)
         df = reader.schema(_wrap(parts, records)).json(files)
     else:
         df = reader.json(files)
@@ -334,7 +406,8 @@ def _read_json(
                 "of objects"
             )
     array = _required(_path_column(parts), f"subPath {step.sub_path} is missing or null")
-    return df.select(F.explode(array).alias("r")).select("r.*")
+    exploded = df.select(F.explode(array).alias("r")).select("r.*")
+    return _numbers_from_text(exploded, declared) if declared is not None else exploded
 
 
 def _read_ndjson(
@@ -343,8 +416,50 @@ def _read_ndjson(
     reader, charset = _json_reader(spark, step, multi_line=False)
     _check_text(files, charset)
     if declared is not None:
-        reader = reader.schema(_spark_schema(declared))
+        return _numbers_from_text(
+            reader.schema(_spark_schema(_json_read_schema(declared))).json(files), declared
+        )
     return reader.json(files)
+
+
+def _parsed_from_text(data_type: pa.DataType) -> bool:
+    return pa.types.is_integer(data_type) or pa.types.is_floating(data_type) or pa.types.is_decimal(data_type)
+
+
+def _json_read_schema(declared: pa.Schema) -> pa.Schema:
+    """``declared`` with its numeric top-level columns read as text, to be parsed by :func:`_numbers_from_text`.
+
+    The reference implementation's reader (arrow-json) takes a number sent as a string
+    (``"id": "2269"`` for ``id BIGINT``); Spark's reader refuses it. Spark reads any JSON scalar into
+    a string column as its text, so reading the column as text and parsing it accepts both forms.
+    """
+    return pa.schema([f.with_type(pa.utf8()) if _parsed_from_text(f.type) else f for f in declared])
+
+
+def _numbers_from_text(df: DataFrame, declared: pa.Schema) -> DataFrame:
+    """The columns :func:`_json_read_schema` read as text, parsed as their declared numbers.
+
+    A value that is not a number fails the read naming the file, the column and the value.
+    """
+    from pyspark.sql import functions as F
+
+    from odfproj.odf.ddl import format_ddl_type
+
+    if not any(_parsed_from_text(f.type) for f in declared):
+        return df
+    columns = []
+    for f in declared:
+        column = F.col("`" + f.name.replace("`", "``") + "`")
+        if _parsed_from_text(f.type):
+            parsed = F.trim(column).try_cast(spark_type_from_arrow(f.type))
+            problem = F.concat(
+                F.input_file_name(),
+                F.lit(f": column {f.name} is {format_ddl_type(f.type)}, but a record holds "),
+                F.to_json(F.struct(column.alias(f.name))),
+            )
+            column = F.when(column.isNotNull() & parsed.isNull(), F.raise_error(problem)).otherwise(parsed)
+        columns.append(column.alias(f.name))
+    return df.select(*columns)
 
 
 # --- GeoJSON --------------------------------------------------------------------------------------------

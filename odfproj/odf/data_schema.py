@@ -2,17 +2,25 @@
 
 Types: the spec's table recommends ``uint64`` offsets and ``uint8`` ops, but Spark has no unsigned
 integers and the reference implementation writes ``int64``/``int32``; we follow the reference so files
-interoperate and logical hashes agree. Timestamps are ``timestamp(ms, UTC)``.
+interoperate and logical hashes agree. Timestamps are ``timestamp(ms, UTC)``; the event time may also
+be a ``DATE`` (``date32``), which the reference implementation keeps as declared.
+
+The vocabulary (``SetVocab``) *names* the system columns: the files, the schema, merge keys, queries
+and the state all use the vocabulary's names. Internally the ingest and transform machinery works on
+the standard names; :class:`Vocab` is the one place that maps between the two.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, date, datetime
 
 import pyarrow as pa
 
 from odfproj.odf import model
+from odfproj.odf.timestamps import to_utc
 
 OFFSET = "offset"
 OP = "op"
@@ -40,14 +48,34 @@ class Op(enum.IntEnum):
         return ("+A", "-R", "-C", "+C")[self.value]
 
 
-def system_fields() -> list[pa.Field]:
-    """Arrow fields of the system columns (event_time nullable only in name: ingest always sets it)."""
+def system_fields(vocab: Vocab | None = None) -> list[pa.Field]:
+    """Arrow fields of the system columns (event_time nullable only in name: ingest always sets it).
+
+    Named by ``vocab`` (default: the standard names). A data file's event time may also be a ``date32``.
+    """
+    vocab = vocab or Vocab()
     return [
-        pa.field(OFFSET, OFFSET_TYPE, nullable=False),
-        pa.field(OP, OP_TYPE, nullable=False),
-        pa.field(SYSTEM_TIME, TIMESTAMP_TYPE, nullable=False),
-        pa.field(EVENT_TIME, TIMESTAMP_TYPE),
+        pa.field(vocab.offset, OFFSET_TYPE, nullable=False),
+        pa.field(vocab.op, OP_TYPE, nullable=False),
+        pa.field(vocab.system_time, TIMESTAMP_TYPE, nullable=False),
+        pa.field(vocab.event_time, TIMESTAMP_TYPE),
     ]
+
+
+def event_time_column(values: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """Event times with the type the files store: a date stays ``date32``, any timestamp becomes ms UTC."""
+    if pa.types.is_date(values.type):
+        return values.cast(pa.date32())
+    return values.cast(TIMESTAMP_TYPE, safe=False)
+
+
+def watermark_of(latest: datetime | date | None) -> datetime | None:
+    """The watermark a maximum event time means: a date counts from its midnight UTC."""
+    if latest is None:
+        return None
+    if not isinstance(latest, datetime):
+        return datetime(latest.year, latest.month, latest.day, tzinfo=UTC)
+    return to_utc(latest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,3 +101,30 @@ class Vocab:
     def to_file(self) -> dict[str, str]:
         """Standard name -> name in the files."""
         return {OFFSET: self.offset, OP: self.op, SYSTEM_TIME: self.system_time, EVENT_TIME: self.event_time}
+
+    def to_standard(self) -> dict[str, str]:
+        """Name in the files -> standard name, for the system columns the vocabulary renames."""
+        return {actual: standard for standard, actual in self.to_file().items() if actual != standard}
+
+    def standard_names(self, names: Sequence[str]) -> tuple[str, ...]:
+        """``names`` as the file calls them (a merge key, compared columns) under the standard names.
+
+        ``primaryKey: [PID, REPORT_YEAR]`` with ``eventTimeColumn: REPORT_YEAR`` is a key on the event
+        time: internally that column is ``event_time``.
+        """
+        renames = self.to_standard()
+        return tuple(renames.get(n, n) for n in names)
+
+    def clash(self, columns: Sequence[str]) -> str | None:
+        """A user column that would collide with a system column once renamed, or ``None``.
+
+        With ``eventTimeColumn: date`` a user column called ``event_time`` cannot be told apart
+        from the event time under the standard names.
+        """
+        renamed = set(self.to_standard())
+        for name in columns:
+            if name in renamed:
+                continue
+            if name in self.to_standard().values():
+                return name
+        return None

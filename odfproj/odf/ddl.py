@@ -2,7 +2,9 @@
 
 The spec names eleven types; real manifests are written by people used to Spark SQL, so the parser
 also takes Spark's spellings (``a: INT``, backtick-quoted names, ``ARRAY<T>``, ``STRUCT<...>``,
-``MAP<K, V>``, ``NOT NULL``, several columns in one comma-separated entry) and common aliases. Each
+``MAP<K, V>``, ``NOT NULL``, several columns in one comma-separated entry), those of the reference
+implementation's DataFusion-based parser (``BOOL``, ``Int64``, ``Float64``, ``BIGINT UNSIGNED``,
+``DOUBLE PRECISION``) and common aliases. Each
 alias maps to the closest Arrow type; length limits such as ``VARCHAR(10)`` are accepted and dropped,
 since Arrow strings have no length.
 
@@ -181,6 +183,17 @@ _TYPES: dict[str, Callable[[str, list[int]], pa.DataType]] = {
     "USMALLINT": _plain(pa.uint16()),
     "UINTEGER": _plain(pa.uint32()),
     "UBIGINT": _plain(pa.uint64()),
+    # The spellings of the reference implementation's parser (DataFusion's SQL types).
+    "INT8": _plain(pa.int8()),
+    "INT16": _plain(pa.int16()),
+    "INT32": _plain(pa.int32()),
+    "INT64": _plain(pa.int64()),
+    "UINT8": _plain(pa.uint8()),
+    "UINT16": _plain(pa.uint16()),
+    "UINT32": _plain(pa.uint32()),
+    "UINT64": _plain(pa.uint64()),
+    "FLOAT32": _plain(pa.float32()),
+    "FLOAT64": _plain(pa.float64()),
     "FLOAT": _plain(pa.float32()),
     "REAL": _plain(pa.float32()),
     "DOUBLE": _plain(pa.float64()),
@@ -200,6 +213,13 @@ _TYPES: dict[str, Callable[[str, list[int]], pa.DataType]] = {
     "TIMESTAMP_NTZ": _ntz,
 }
 _NESTED = ("ARRAY", "STRUCT", "MAP")
+_UNSIGNED = {
+    "TINYINT": "UTINYINT",
+    "SMALLINT": "USMALLINT",
+    "INT": "UINTEGER",
+    "INTEGER": "UINTEGER",
+    "BIGINT": "UBIGINT",
+}
 
 # The one spelling format_ddl_type writes for each argument-less type.
 _CANONICAL: list[tuple[pa.DataType, str]] = [
@@ -301,6 +321,10 @@ class _Parser:
             value_field = pa.field("value", value, nullable=self.nullability())
             self.expect(">", "to close MAP<")
             return pa.map_(pa.field("key", key, nullable=False), value_field)
+        if name in _UNSIGNED and self.accept_word("UNSIGNED"):
+            name = _UNSIGNED[name]  # MySQL's spelling, which the reference's parser takes
+        elif name == "DOUBLE":
+            self.accept_word("PRECISION")
         build = _TYPES.get(name)
         if build is None:
             close = difflib.get_close_matches(name, [*_TYPES, *_NESTED], n=1)

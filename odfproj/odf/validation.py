@@ -31,6 +31,7 @@ from odfproj.odf.ddl import parse_ddl_schema
 from odfproj.odf.identity import DatasetId
 from odfproj.odf.refs import DatasetAlias, parse_dataset_ref
 from odfproj.odf.timestamps import parse_rfc3339
+from odfproj.odf.upgrade import upgrade_document
 from odfproj.odf.yaml_source import LoadResult, Path, Problem, SourceMap, load_yaml_document
 
 __all__ = [
@@ -471,6 +472,9 @@ def check_manifest(data: bytes, filename: str, expected_kind: str = "DatasetSnap
     if loaded.document is None:
         return loaded
     findings = _envelope_findings(loaded.document, expected_kind)
+    if not findings and expected_kind == "DatasetSnapshot":
+        # Newer ODF forms become the 0.35 events they mean before anything looks at them.
+        findings = [_Finding(r.path, r.message) for r in upgrade_document(loaded.document)]
     if not findings:
         findings = [
             *_schema_findings(loaded.document, expected_kind),

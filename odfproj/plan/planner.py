@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from odfproj.odf import model
 from odfproj.plan.diff import ChainView, diff_dataset, fold
+from odfproj.plan.engines import engine_refusals
 from odfproj.plan.model import Action, Plan, PlanStep
 from odfproj.plan.queries import QueryChecker, check_query
 
@@ -44,7 +45,11 @@ def make_plan(
     for d in desired:
         own = views.get(d.snapshot.name.lower())
         step = diff_dataset(d.snapshot, d.manifest, own, resolve)
-        if step.has_changes:
+        refused_engines = engine_refusals(d.snapshot)
+        if refused_engines:
+            reasons = (*step.reasons, *(f"{d.manifest}: {r}" for r in refused_engines))
+            step = replace(step, action=Action.REFUSED, reasons=reasons, data_work=())
+        elif step.has_changes:
             step = check_query(step, d.snapshot, own, views, query_checker)
         if step.action is not Action.REFUSED:
             step = replace(step, data_work=data_work(d.snapshot, views))

@@ -16,14 +16,14 @@ import pyarrow as pa
 
 from odfproj.engine.contract import InvalidQueryError
 from odfproj.odf import model
-from odfproj.odf.data_schema import OFFSET, OP, SYSTEM_TIME
+from odfproj.odf.data_schema import OFFSET, OP, SYSTEM_TIME, Vocab
 from odfproj.plan import evolution
 from odfproj.plan.diff import ChainView, fold
 from odfproj.plan.model import Action, OutputSchema, PlanStep
 
-#: ``(dataset, transform, {alias: input data schema}) -> the derivative's data schema``; raises
-#: ``InvalidQueryError`` for a query the engine refuses.
-QueryChecker = Callable[[str, model.Transform, Mapping[str, pa.Schema]], pa.Schema]
+#: ``(dataset, transform, {alias: input data schema}, the derivative's vocabulary) -> its data schema``;
+#: raises ``InvalidQueryError`` for a query the engine refuses.
+QueryChecker = Callable[[str, model.Transform, Mapping[str, pa.Schema], Vocab], pa.Schema]
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,8 @@ def check_query(
 ) -> PlanStep:
     """``step`` with the output schema of its new query, refused if the query or its schema breaks rules."""
     change = next((c for c in step.changes if c.key == "SetTransform" and c.event is not None), None)
-    transform = fold(snapshot.metadata).get("SetTransform")
+    folded = fold(snapshot.metadata)
+    transform = folded.get("SetTransform")
     if change is None or not isinstance(transform, model.SetTransform):
         return step
     before = own.data_schema if own is not None else None
@@ -64,7 +65,7 @@ def check_query(
         return _with_note(step, note)
     assert checker is not None
     try:
-        after = checker(step.dataset, transform.transform, inputs.schemas)
+        after = checker(step.dataset, transform.transform, inputs.schemas, Vocab.of(folded.get("SetVocab")))
     except InvalidQueryError as e:
         return _refused(step, f"the query is invalid: {e}")
     schema = OutputSchema(columns_of(before) if before is not None else None, columns_of(after))

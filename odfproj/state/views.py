@@ -32,13 +32,13 @@ from odfproj.engine.contract import InvalidQueryError
 from odfproj.engine.spark import SparkEngine, frame_from_arrow, translating_errors
 from odfproj.errors import OdfprojError
 from odfproj.odf import model
-from odfproj.odf.data_schema import SYSTEM_TIME
+from odfproj.odf.data_schema import Vocab
 from odfproj.odf.timestamps import to_utc
 from odfproj.state.dataset_index import primary_key_of
 from odfproj.state.read import read_state
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.workspace import Workspace
-from odfproj.transform.execute import multiset_state
+from odfproj.transform.execute import query_state
 from odfproj.transform.inputs import changelog_as_of, read_changelog
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ def state_frame(
     if projection.arrow_schema is None:
         raise OdfprojError(f"dataset {dataset.name} has no data yet, so it has no state to query")
     if not primary_key_of(projection):
-        return multiset_state(changelog_frame(session, dataset, as_at))
+        return query_state(changelog_frame(session, dataset, as_at), Vocab.of(projection.set_vocab))
     table = read_state(dataset, as_at=to_utc(as_at) if as_at is not None else None)
     return frame_from_arrow(session, table.drop_columns([table.column_names[0]]), scratch)  # no offset
 
@@ -99,7 +99,8 @@ def changelog_frame(session: SparkSession, dataset: Dataset, as_at: datetime | N
         session, changelog_as_of(dataset, projection.head, projection.last_offset), projection.arrow_schema
     )
     if as_at is not None:
-        history = history.where(F.col(f"`{SYSTEM_TIME}`") <= F.lit(to_utc(as_at)))
+        system_time = Vocab.of(projection.set_vocab).system_time
+        history = history.where(F.col(f"`{system_time}`") <= F.lit(to_utc(as_at)))
     return history
 
 

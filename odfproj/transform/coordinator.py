@@ -25,6 +25,7 @@ from pathlib import Path
 from odfproj.engine.spark import SparkEngine, translating_errors
 from odfproj.odf import model
 from odfproj.odf.arrow_schema import encode_arrow_schema
+from odfproj.odf.data_schema import Vocab
 from odfproj.odf.timestamps import to_utc
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.objects import logical_hash, physical_hash
@@ -193,8 +194,17 @@ def update_derivative(
             own = None
             if p.has_data:
                 own = read_changelog(session, changelog_as_of(dataset, p.head, p.last_offset))
-            changes = compute_changes(engine, transform, histories, own, where=f"dataset {name}")
-            written = write_changes(changes, next_offset, system_time, path, p.arrow_schema)
+            vocab = Vocab.of(p.set_vocab)
+            changes = compute_changes(
+                engine,
+                transform,
+                histories,
+                own,
+                where=f"dataset {name}",
+                vocab=vocab,
+                input_vocabs={s.alias: Vocab.of(s.projection.set_vocab) for s in slices},
+            )
+            written = write_changes(changes, next_offset, system_time, path, p.arrow_schema, vocab)
         events: list[model.MetadataEvent] = []
         new_data = None
         if written.count:

@@ -26,8 +26,9 @@ import pyarrow.parquet as pq
 
 from odfproj.engine.contract import InvalidQueryError
 from odfproj.engine.spark import SparkEngine, write_parquet_file
+from odfproj.ingest.changelog import renamed
 from odfproj.odf import data_schema, model
-from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_COLUMNS, SYSTEM_TIME, Op
+from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_COLUMNS, SYSTEM_TIME, Op, Vocab
 from odfproj.transform.errors import TransformError
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ __all__ = [
     "compute_changes",
     "multiset_state",
     "output_schema",
+    "query_state",
     "state_columns",
     "write_changes",
 ]
@@ -82,10 +84,16 @@ def multiset_state(history: DataFrame) -> DataFrame:
     return _repeat(counted, columns, _col(_COUNT))
 
 
-def check_result(result: DataFrame, where: str) -> DataFrame:
-    """The query's output with a proper ``event_time``; refuse reserved or duplicate column names."""
+def check_result(result: DataFrame, where: str, vocab: Vocab | None = None) -> DataFrame:
+    """The query's output with its event time as ``event_time``; refuse reserved or duplicate names.
+
+    The query names columns as the derivative's files do (``vocab``, default the standard names):
+    its event time is the vocabulary's ``eventTimeColumn``. A ``DATE`` event time stays a date.
+    """
     from pyspark.sql import types as T
 
+    vocab = vocab or Vocab()
+    name = vocab.event_time
     names = result.columns
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
@@ -93,23 +101,30 @@ def check_result(result: DataFrame, where: str) -> DataFrame:
             f"{where}: the query outputs the column {', '.join(map(repr, duplicates))} more than once; "
             "give every output column its own name"
         )
-    reserved = [c for c in (OFFSET, OP, SYSTEM_TIME) if c in names]
+    reserved = [c for c in (vocab.offset, vocab.op, vocab.system_time) if c in names]
     if reserved:
         raise InvalidQueryError(
             f"{where}: the query outputs {', '.join(map(repr, reserved))}, which the transform sets itself; "
-            "do not select system columns other than event_time"
+            f"do not select system columns other than {name}"
         )
-    if EVENT_TIME not in names:
+    if name not in names:
         raise InvalidQueryError(
-            f"{where}: the query result has no {EVENT_TIME!r} column; a derivative's query must produce "
-            "its event time (for an aggregation, e.g. `max(event_time) AS event_time`)"
+            f"{where}: the query result has no {name!r} column; a derivative's query must produce "
+            f"its event time (for an aggregation, e.g. `max({name}) AS {name}`)"
         )
+    clash = vocab.clash(names)
+    if clash is not None:
+        raise InvalidQueryError(
+            f"{where}: the query outputs {clash!r}, which the dataset's SetVocab gives to a system column "
+            "under another name; rename it"
+        )
+    result = renamed(result, vocab.to_standard())
     data_type = result.schema[EVENT_TIME].dataType
-    if isinstance(data_type, T.DateType | T.TimestampNTZType):
+    if isinstance(data_type, T.TimestampNTZType):
         return result.withColumn(EVENT_TIME, _col(EVENT_TIME).cast("timestamp"))
-    if not isinstance(data_type, T.TimestampType):
+    if not isinstance(data_type, T.TimestampType | T.DateType):
         raise InvalidQueryError(
-            f"{where}: the query's {EVENT_TIME!r} column is {data_type.simpleString()}, "
+            f"{where}: the query's {name!r} column is {data_type.simpleString()}, "
             "it must be a timestamp or a date"
         )
     return result
@@ -126,6 +141,15 @@ def _canonical_order(state: DataFrame) -> DataFrame:
     return state.repartition(1).sortWithinPartitions(*state.columns)
 
 
+def query_state(history: DataFrame, vocab: Vocab) -> DataFrame:
+    """What a query sees of an input: its state, the event time under the input's own vocabulary.
+
+    ``history`` is the input's changelog as its files name the columns (``vocab``).
+    """
+    state = multiset_state(renamed(history, vocab.to_standard()))
+    return renamed(state, {EVENT_TIME: vocab.event_time})
+
+
 def compute_changes(
     engine: SparkEngine,
     transform: model.TransformSql,
@@ -133,17 +157,28 @@ def compute_changes(
     own_history: DataFrame | None,
     *,
     where: str,
+    vocab: Vocab | None = None,
+    input_vocabs: Mapping[str, Vocab] | None = None,
 ) -> DataFrame:
     """The records that turn the derivative's current state into the query's result over ``inputs``.
 
     ``inputs`` are the inputs' changelogs by alias; ``own_history`` the derivative's changelog so far
-    (``None``: no data yet). Returns ``op`` (``+A``/``-R``), ``event_time`` and the user columns, in the
-    query's column order, unordered.
+    (``None``: no data yet), both as their files name the columns: ``vocab`` is the derivative's
+    vocabulary, ``input_vocabs`` the inputs' (by alias; default the standard names). Returns ``op``
+    (``+A``/``-R``), ``event_time`` and the user columns (standard names), in the query's column
+    order, unordered.
     """
     from pyspark.sql import functions as F
 
-    states = {alias: _canonical_order(multiset_state(history)) for alias, history in inputs.items()}
-    result = check_result(engine.query(states, transform), where)
+    vocab = vocab or Vocab()
+    input_vocabs = input_vocabs or {}
+    states = {
+        alias: _canonical_order(query_state(history, input_vocabs.get(alias, Vocab())))
+        for alias, history in inputs.items()
+    }
+    if own_history is not None:
+        own_history = renamed(own_history, vocab.to_standard())
+    result = check_result(engine.query(states, transform), where, vocab)
     columns = [EVENT_TIME, *(c for c in result.columns if c != EVENT_TIME)]
     result = result.select(*[_col(c) for c in columns])
     new = result.groupBy(*[_col(c) for c in columns]).agg(F.count(F.lit(1)).cast("long").alias(_COUNT))
@@ -206,7 +241,7 @@ class WrittenChanges:
     schema: pa.Schema | None
 
 
-def output_schema(written: pa.Schema, declared: pa.Schema | None) -> pa.Schema:
+def output_schema(written: pa.Schema, declared: pa.Schema | None, vocab: Vocab | None = None) -> pa.Schema:
     """The schema a new data file must have: ``declared`` (the dataset's) plus any columns the query added.
 
     Spark's nullability depends on the plan (``count(*)`` is NOT NULL on a first run, nullable once
@@ -214,8 +249,15 @@ def output_schema(written: pa.Schema, declared: pa.Schema | None) -> pa.Schema:
     data schema and every other column is nullable. ``written`` must start with ``declared``'s columns
     (same names and types; Schema Evolution allows only additions), else :class:`TransformError`.
     """
-    system = {f.name: f for f in data_schema.system_fields()}
-    normalised = pa.schema([system.get(f.name, f.with_nullable(True)) for f in written])
+    system = {f.name: f for f in data_schema.system_fields(vocab)}
+    event_time = (vocab or Vocab()).event_time
+
+    def normalised_field(f: pa.Field) -> pa.Field:
+        if f.name not in system or (f.name == event_time and pa.types.is_date(f.type)):
+            return f.with_nullable(True)
+        return system[f.name]
+
+    normalised = pa.schema([normalised_field(f) for f in written])
     if declared is None:
         return normalised
     kept = [(f.name, f.type) for f in normalised][: len(declared)]
@@ -232,15 +274,21 @@ def _describe(schema: pa.Schema) -> str:
 
 
 def write_changes(
-    changes: DataFrame, next_offset: int, system_time: datetime, path: Path, declared: pa.Schema | None
+    changes: DataFrame,
+    next_offset: int,
+    system_time: datetime,
+    path: Path,
+    declared: pa.Schema | None,
+    vocab: Vocab | None = None,
 ) -> WrittenChanges:
     """Number ``changes`` from ``next_offset`` in a fixed order and write them as one Parquet file.
 
     Order: retractions before appends, then ``event_time``, then every user column (ascending, nulls
     first). Rows that tie are identical, so the file's content does not depend on Spark's partitioning.
     The file gets the schema of :func:`output_schema` (``declared``: the derivative's data schema, if it
-    has one). Nothing is written when there are no changes.
+    has one), its system columns named by ``vocab``. Nothing is written when there are no changes.
     """
+    vocab = vocab or Vocab()
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -253,17 +301,17 @@ def write_changes(
     # One window over one partition: its output is already in offset order.
     window = Window.orderBy(*order)
     out = changes.select(
-        (F.row_number().over(window) - 1 + F.lit(next_offset)).cast("long").alias(OFFSET),
-        _col(OP),
-        F.lit(_utc_literal(system_time)).cast("timestamp").alias(SYSTEM_TIME),
-        _col(EVENT_TIME),
+        (F.row_number().over(window) - 1 + F.lit(next_offset)).cast("long").alias(vocab.offset),
+        _col(OP).alias(vocab.op),
+        F.lit(_utc_literal(system_time)).cast("timestamp").alias(vocab.system_time),
+        _col(EVENT_TIME).alias(vocab.event_time),
         *(_col(c) for c in data_columns),
     )
     count = write_parquet_file(out, path, skip_empty=True)
     if not count:
         return WrittenChanges(0, None)
     table = pq.read_table(path)
-    schema = output_schema(table.schema.remove_metadata(), declared)
+    schema = output_schema(table.schema.remove_metadata(), declared, vocab)
     if not table.schema.remove_metadata().equals(schema):
         table = table.select(schema.names).cast(schema)
         pq.write_table(table, path)

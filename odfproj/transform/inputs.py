@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from odfproj.odf import model
 from odfproj.odf.arrow_schema import decode_arrow_schema
-from odfproj.odf.data_schema import OFFSET
+from odfproj.odf.data_schema import Vocab
 from odfproj.odf.identity import DatasetId
 from odfproj.odf.multiformats import Multihash
 from odfproj.storage.dataset import Dataset
@@ -94,7 +94,8 @@ def read_changelog(session: SparkSession, view: ChangelogView, schema: pa.Schema
     if not view.data_paths or view.offset is None:
         return session.createDataFrame([], spark_schema)
     df = session.read.schema(spark_schema).parquet(*(str(p) for p in view.data_paths))
-    return df.where(F.col(f"`{OFFSET}`") <= F.lit(view.offset))
+    offset = Vocab.of(view.dataset.projection().set_vocab).offset
+    return df.where(F.col(f"`{offset}`") <= F.lit(view.offset))
 
 
 def resolve_inputs(

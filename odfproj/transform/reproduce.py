@@ -17,6 +17,7 @@ from pathlib import Path
 from odfproj.engine.spark import SparkEngine, translating_errors
 from odfproj.odf import model
 from odfproj.odf.arrow_schema import decode_arrow_schema
+from odfproj.odf.data_schema import Vocab
 from odfproj.odf.identity import DatasetId
 from odfproj.odf.multiformats import Multihash
 from odfproj.storage.objects import logical_hash
@@ -63,6 +64,7 @@ def reproduce_transform(
     label = f"dataset {name}, block {block.sequence_number} ({block_hash})"
 
     set_transform: model.SetTransform | None = None
+    vocab = Vocab()
     schema_bytes: bytes | None = None
     positions: dict[DatasetId, tuple[Multihash | None, int | None]] = {}
     own_paths: list[Path] = []
@@ -70,6 +72,8 @@ def reproduce_transform(
         e = earlier.event
         if isinstance(e, model.SetTransform):
             set_transform = e
+        elif isinstance(e, model.SetVocab):
+            vocab = Vocab.of(e)
         elif isinstance(e, model.SetDataSchema):
             schema_bytes = e.schema
         elif isinstance(e, model.ExecuteTransform):
@@ -90,7 +94,9 @@ def reproduce_transform(
         with translating_errors(f"reproducing {label}"):
             session = engine.session
             histories = {}
+            input_vocabs = {}
             for alias, dataset_id, input_dataset in resolve_inputs(workspace, name, set_transform.inputs):
+                input_vocabs[alias] = Vocab.of(input_dataset.projection().set_vocab)
                 upto_block, upto_offset = positions.get(dataset_id, (None, None))
                 view = changelog_as_of(input_dataset, upto_block, upto_offset)
                 schema = view.schema if view.schema is not None else input_dataset.projection().arrow_schema
@@ -108,9 +114,17 @@ def reproduce_transform(
                     None,
                 )
                 own = read_changelog(session, own_view)
-            changes = compute_changes(engine, set_transform.transform, histories, own, where=label)
+            changes = compute_changes(
+                engine,
+                set_transform.transform,
+                histories,
+                own,
+                where=label,
+                vocab=vocab,
+                input_vocabs=input_vocabs,
+            )
             declared = decode_arrow_schema(schema_bytes) if schema_bytes is not None else None
-            written = write_changes(changes, next_offset, block.system_time, path, declared)
+            written = write_changes(changes, next_offset, block.system_time, path, declared, vocab)
         actual = logical_hash(path) if written.count else None
     recorded = event.new_data
     expected = recorded.logical_hash if recorded is not None else None

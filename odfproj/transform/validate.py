@@ -20,7 +20,7 @@ from odfproj.engine.spark import SparkEngine, translating_errors
 from odfproj.engine.types import arrow_schema_from_spark, spark_schema_from_arrow
 from odfproj.errors import EngineError
 from odfproj.odf import data_schema, model
-from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_TIME
+from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_TIME, Vocab
 from odfproj.transform.errors import TransformError
 from odfproj.transform.execute import check_result, output_schema
 
@@ -38,6 +38,7 @@ def derivative_output_schema(
     inputs: Mapping[str, pa.Schema],
     *,
     where: str,
+    vocab: Vocab | None = None,
 ) -> pa.Schema:
     """The data schema of a derivative whose query is ``transform`` over inputs with these data schemas.
 
@@ -51,11 +52,13 @@ def derivative_output_schema(
         for alias, schema in inputs.items():
             empty = scope.session.createDataFrame([], spark_schema_from_arrow(state_schema(schema)))
             scope.register(alias, empty)
-        result = check_result(scope.run(transform), where)
+        result = check_result(scope.run(transform), where, vocab)
         columns = [EVENT_TIME, *(c for c in result.columns if c != EVENT_TIME)]
         user = arrow_schema_from_spark(result.select(*[f"`{c.replace('`', '``')}`" for c in columns]).schema)
-    system = data_schema.system_fields()[:3]
-    return output_schema(pa.schema([*system, *user]), None)
+    vocab = vocab or Vocab()
+    system = data_schema.system_fields(vocab)[:3]
+    user = user.rename([vocab.event_time, *user.names[1:]])
+    return output_schema(pa.schema([*system, *user]), None, vocab)
 
 
 def query_checker(
@@ -63,9 +66,13 @@ def query_checker(
 ) -> Callable[[str, model.Transform, Mapping[str, pa.Schema]], pa.Schema]:
     """A ``plan.queries.QueryChecker`` on ``engine``: its session starts on the first changed query."""
 
-    def check(dataset: str, transform: model.Transform, inputs: Mapping[str, pa.Schema]) -> pa.Schema:
+    def check(
+        dataset: str, transform: model.Transform, inputs: Mapping[str, pa.Schema], vocab: Vocab | None = None
+    ) -> pa.Schema:
         try:
-            return derivative_output_schema(engine, transform, inputs, where=f"dataset {dataset}")
+            return derivative_output_schema(
+                engine, transform, inputs, where=f"dataset {dataset}", vocab=vocab
+            )
         except InvalidQueryError:
             raise
         except EngineError as e:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
@@ -61,17 +61,6 @@ def assert_valid(dataset: Dataset) -> None:
 
 def blocks(dataset: Dataset) -> list[str]:
     return [type(b.event).__name__ for _, b in dataset.iter_blocks()][::-1]
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    (tmp_path / "data").mkdir()
-    return tmp_path
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
-    return Workspace(tmp_path / ".odf")
 
 
 # --- FilesGlob + Ledger ---------------------------------------------------------------------------
@@ -244,9 +233,9 @@ def test_push_ingest_from_file_with_event_time_column(spark, tmp_path, ws):
     result = ingest_push(ds, engine, [f], system_time=at(1))
     assert result.records_added == 2 and result.source == "events"
     got = [(r["offset"], r["event_time"], r["id"]) for r in rows(ds)]
-    assert got == [  # stable sort by event time; a DATE becomes midnight UTC
-        (0, datetime(2024, 3, 1, tzinfo=UTC), 1),
-        (1, datetime(2024, 3, 2, tzinfo=UTC), 2),
+    assert got == [  # stable sort by event time; a DATE stays a DATE (as in the reference)
+        (0, date(2024, 3, 1), 1),
+        (1, date(2024, 3, 2), 2),
     ]
     assert ds.projection().watermark == datetime(2024, 3, 2, tzinfo=UTC)
     with pytest.raises(IngestError, match="no such push source"):

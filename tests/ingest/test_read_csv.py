@@ -140,15 +140,38 @@ def test_type_mismatch_names_the_file(spark, tmp_path) -> None:
     with pytest.raises(ReadError) as info:
         read_files(spark, model.ReadStepCsv(header=True, schema=("id INT",)), [path])
     message = str(info.value)
-    assert str(path) in message and 'For input string: "x"' in message
+    assert f"{path} line 3: 'x'" in message and "(id INT)" in message
     assert "\n" not in message and "at org.apache" not in message
 
 
 def test_malformed_row(spark, tmp_path) -> None:
     path = write(tmp_path, "short.csv", "a,b\n1,2\n3\n")
-    with pytest.raises(ReadError, match=r"short\.csv.*Malformed CSV record") as info:
+    with pytest.raises(ReadError, match=r"short\.csv line 3: '3'") as info:
         read_files(spark, model.ReadStepCsv(header=True, schema=("a INT", "b INT")), [path])
     assert "\n" not in str(info.value)
+
+
+def test_malformed_rows_are_named_by_file_and_line_a_few_at_most(spark, tmp_path) -> None:
+    rows = [
+        "at,id",
+        "2024-01-01T00:00:00Z,1",
+        "yesterday,2",
+        "2024-01-03T00:00:00Z,x",
+        "2024-01-04T00:00:00Z,4",
+    ]
+    rows += [f"bad-{i},{i}" for i in range(5, 40)]
+    path = write(tmp_path, "many.csv", "\n".join(rows) + "\n")
+    step = model.ReadStepCsv(header=True, schema=("at TIMESTAMP", "id BIGINT"))
+    with pytest.raises(ReadError) as info:
+        read_files(spark, step, [path])
+    message = str(info.value)
+    assert (
+        "many.csv line 3: 'yesterday,2'; " in message
+        and "many.csv line 4: '2024-01-03T00:00:00Z,x'" in message
+    )
+    assert "line 6: 'bad-5,5'" in message and "line 7" not in message  # the first three only
+    assert "at TIMESTAMP, id BIGINT" in message and "\n" not in message
+    assert "1704" not in message  # no timestamps as raw microseconds
 
 
 def test_empty_file(spark, tmp_path) -> None:

@@ -1,0 +1,44 @@
+"""Run the whole CLI (its error boundary included) in-process on the shared Spark session.
+
+Only the commands' Spark session holders are replaced, by one over the test session; everything else is
+the real console entry point, so exit codes and one-line errors are what a user sees.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from odfproj.cli import ingest as ingest_cmd
+from odfproj.cli import options as options_cmd
+from odfproj.cli import run as run_cmd
+from odfproj.cli.main import main
+from odfproj.project.config import WORKSPACE_ENV
+from tests.spark_helpers import RecordingHolder
+
+
+def cli_in(spark, monkeypatch: pytest.MonkeyPatch, cwd: Callable[[], Path]) -> Callable[..., tuple[int, str]]:
+    """``invoke(*args) -> (exit code, stdout + stderr)`` of ``odfproj ARGS`` run in the folder ``cwd()``."""
+    monkeypatch.delenv(WORKSPACE_ENV, raising=False)
+    for module in (run_cmd, options_cmd, ingest_cmd):
+        monkeypatch.setattr(module, "SparkSessionHolder", lambda *a, **k: RecordingHolder(spark))
+
+    def invoke(*args: str) -> tuple[int, str]:
+        monkeypatch.chdir(cwd())
+        monkeypatch.setattr(sys, "argv", ["odfproj", *args])
+        output = io.StringIO()
+        with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+            try:
+                main()
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            else:
+                code = 0
+        return code, output.getvalue()
+
+    return invoke
