@@ -15,8 +15,7 @@ from odfproj.engine.session import SparkSessionHolder
 from odfproj.engine.spark import SparkEngine
 from odfproj.errors import OdfprojError
 from odfproj.ingest.push import ingest_push
-from odfproj.project.config import ProjectConfig, load_project
-from odfproj.run.run import spark_settings
+from odfproj.project.config import ProjectConfig, load_project, spark_settings
 from odfproj.storage.workspace import Workspace
 
 STDIN = "-"
