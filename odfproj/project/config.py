@@ -195,8 +195,8 @@ def _parse_targets(path: Path, root: Path, raw: Any) -> dict[str, Target]:
         master = str(spec.get("spark_master") or "local[*]").strip()
         refusal = check_spark_master(master) or next(iter(check_spark_conf(spark_conf)), None)
         if refusal is not None:
-            where = "spark_master" if refusal.setting == "spark_master" else "spark_conf"
-            raise ProjectError(f"{path}: target {name!r}: {where}: {refusal}")
+            section = "" if refusal.setting == "spark_master" else "spark_conf: "
+            raise ProjectError(f"{path}: target {name!r}: {section}{refusal}")
         storage = spec.get("storage_root")
         targets[str(name)] = Target(
             name=str(name),
@@ -217,7 +217,7 @@ def _conf_value(value: Any) -> str:
 def spark_settings(
     config: ProjectConfig | None, target: str | None, *, verbose: bool = False
 ) -> SparkSettings:
-    """The Spark settings of ``target`` for trusted work (run, apply, ingest, sql, verify --reproduce).
+    """The Spark settings of ``target`` for trusted work (run, watch --apply, ingest, sql, verify --reproduce).
 
     Without a project (a bare ``--workspace``), odfproj's defaults.
     """

@@ -30,30 +30,9 @@ from odfproj.run.run import run_project
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.validate import query_checker
 from tests.conftest import REPO_DIR
+from tests.plan.test_query_evolution import ROOT
 from tests.security.sec_engine_helpers import SilentListener, java_witness, odfproj
-
-ROOT = """\
-kind: DatasetSnapshot
-version: 1
-content:
-  name: sales
-  kind: Root
-  metadata:
-    - kind: SetPollingSource
-      fetch:
-        kind: FilesGlob
-        path: data/*.csv
-      read:
-        kind: Csv
-        header: true
-        schema:
-          - id BIGINT
-          - city STRING
-          - day DATE
-      merge:
-        kind: Ledger
-        primaryKey: [id]
-"""
+from tests.spark_helpers import RecordingHolder
 
 BY_CITY = """\
 kind: DatasetSnapshot
@@ -218,8 +197,8 @@ def sec_engine_built(spark, tmp_path_factory) -> Path:
     (root / "data").mkdir()
     (root / CONFIG_FILE).write_text("name: hostile\n")
     (root / "datasets" / "sales.yaml").write_text(ROOT)
-    (root / "data" / "1.csv").write_text("id,city,day\n1,Oslo,2026-01-01\n2,Lima,2026-01-02\n")
-    result = run_project(load_project(root), PlanRequest(), holder=_SharedHolder(spark, SparkSettings()))
+    (root / "data" / "1.csv").write_text("id,city,amount,day\n1,Oslo,1.5,2026-01-01\n2,Lima,2.5,2026-01-02\n")
+    result = run_project(load_project(root), PlanRequest(), holder=RecordingHolder(spark))
     assert result.ok, [r.message for r in result.results]
     return root
 
@@ -230,22 +209,6 @@ def sec_engine_project(sec_engine_built, tmp_path) -> Path:
     root = Path(shutil.copytree(sec_engine_built, tmp_path / "proj"))
     (root / "datasets" / "by-city.yaml").write_text(BY_CITY)
     return root
-
-
-class _SharedHolder:
-    """The shared test session under a target's settings: each query scope applies the target's SQL conf."""
-
-    def __init__(self, spark, settings: SparkSettings) -> None:
-        self._spark = spark
-        self.settings = settings
-        self.created = False
-
-    def get(self):
-        self.created = True
-        return self._spark
-
-    def stop(self) -> None:
-        pass
 
 
 @pytest.mark.spark
