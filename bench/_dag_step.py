@@ -27,8 +27,7 @@ def main(argv: list[str]) -> int:
     from odfproj.engine.spark import SparkEngine
     from odfproj.ingest.pipeline import ingest_polling
     from odfproj.odf import model
-    from odfproj.project.config import load_project
-    from odfproj.run.run import spark_settings
+    from odfproj.project.config import load_project, spark_settings
     from odfproj.storage.workspace import Workspace
     from odfproj.transform.coordinator import update_derivative
 

@@ -70,7 +70,7 @@ def apply(
             check_plan(plan, workspace)
         else:
             state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
-            checker, holder = query_checker_for(config, target, validate_queries, verbose=state.verbose)
+            checker, holder = query_checker_for(validate_queries, verbose=state.verbose)
             try:
                 request = plan_request(target, select, exclude, changed_since, variables)
                 plan, _ = plan_project(config, request, query_checker=checker)

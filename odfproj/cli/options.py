@@ -10,12 +10,12 @@ import typer
 import yaml
 
 from odfproj.engine.session import SparkSessionHolder
+from odfproj.engine.settings import analysis_settings
 from odfproj.engine.spark import SparkEngine
 from odfproj.errors import OdfprojError
 from odfproj.plan.queries import QueryChecker
 from odfproj.plan.sources import PlanRequest
-from odfproj.project.config import ProjectConfig, ProjectError, load_project
-from odfproj.run.run import spark_settings
+from odfproj.project.config import ProjectConfig, ProjectError, load_project, spark_settings
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.validate import query_checker
 
@@ -41,8 +41,9 @@ ChangedSinceOption = typer.Option(
 ValidateQueriesOption = typer.Option(
     True,
     "--validate-queries/--no-validate-queries",
-    help="Check created and changed queries with the Spark engine (a JVM starts only when some query "
-    "changed). Without it they are shown as not validated and only run finds their errors.",
+    help="Check created and changed queries with the Spark engine, in a local sandbox that ignores the "
+    "target's spark_master and spark_conf (a JVM starts only when some query changed). Without it they are "
+    "shown as not validated and only run finds their errors.",
 )
 VarOption = typer.Option(
     None, "--var", help="Override a project var: KEY=VALUE (VALUE is read as YAML). Repeatable."
@@ -87,15 +88,17 @@ def resolve_workspace(workspace: Path | None, project: Path | None, target: str 
 
 
 def query_checker_for(
-    config: ProjectConfig, target: str | None, validate: bool, *, verbose: bool = False
+    validate: bool, *, verbose: bool = False
 ) -> tuple[QueryChecker | None, SparkSessionHolder | None]:
-    """The plan's query checker on a lazily started Spark session, or none with --no-validate-queries.
+    """The plan's query checker on a lazily started analysis session, or none with --no-validate-queries.
 
-    The caller stops the returned holder when done (it is only started if some query changed).
+    The session is the sandbox of ``engine.settings.analysis_settings``: plan runs on untrusted pull
+    requests, so no target's master or ``spark_conf`` reaches it. The caller stops the returned holder
+    when done (it is only started if some query changed).
     """
     if not validate:
         return None, None
-    holder = SparkSessionHolder(spark_settings(config, target, verbose=verbose))
+    holder = SparkSessionHolder(analysis_settings(verbose=verbose))
     return query_checker(SparkEngine(holder)), holder
 
 

@@ -78,11 +78,12 @@ def plan(
     A created or changed query is validated by the Spark engine over empty inputs that have the inputs'
     schemas: the plan shows its output schema and refuses an invalid query or one that removes or
     retypes a column. Safe on untrusted pull requests: nothing a manifest names is fetched or executed
-    (queries are analysed, never run), and templates run in a sandbox.
+    (queries are checked against an allowlist of functions, then analysed in a local Spark sandbox
+    that ignores the target's spark_master and spark_conf; never run), and templates run in a sandbox.
     """
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
     config = load_project(project)
-    checker, holder = query_checker_for(config, target, validate_queries, verbose=state.verbose)
+    checker, holder = query_checker_for(validate_queries, verbose=state.verbose)
     try:
         request = plan_request(target, select, exclude, changed_since, variables)
         result, _ = plan_project(config, request, query_checker=checker)

@@ -23,7 +23,7 @@ from odfproj.cli.options import (
     plan_request,
 )
 from odfproj.engine.session import SparkSessionHolder
-from odfproj.project.config import load_project
+from odfproj.project.config import load_project, spark_settings
 from odfproj.run.run import (
     RUN_RESULTS_FILE,
     DatasetRun,
@@ -31,7 +31,6 @@ from odfproj.run.run import (
     RunResult,
     Status,
     run_project,
-    spark_settings,
 )
 
 _STYLE = {Status.SUCCESS: "green", Status.ERROR: "bold red", Status.SKIPPED: "yellow"}

@@ -19,8 +19,8 @@ from odfproj.cli.run import event_line
 from odfproj.engine.session import SparkSessionHolder
 from odfproj.plan.model import Action
 from odfproj.plan.render import render_text
-from odfproj.project.config import load_project
-from odfproj.run.run import RunEvent, spark_settings
+from odfproj.project.config import load_project, spark_settings
+from odfproj.run.run import RunEvent
 from odfproj.run.watch import WatchCycle, Watcher
 from odfproj.run.watch import watch as watch_loop
 

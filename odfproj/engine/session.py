@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
-#: Settings every odfproj session gets; a target's ``spark_conf`` may override any of them.
+#: Settings every odfproj session gets; a target's ``spark_conf`` may override only the tuning keys of
+#: ``engine.settings.ALLOWED_SPARK_CONF`` (shuffle partitions, parallelism, adaptive execution).
 BASE_CONF: Mapping[str, str] = MappingProxyType(
     {
         "spark.ui.enabled": "false",

@@ -12,10 +12,13 @@ Design points, each one a reason for code below:
 - A query step must parse as a *query* (``ParserInterface.parseQuery``): statements such as ``DROP``,
   ``SET``, ``ADD JAR`` or ``CREATE FUNCTION`` would run eagerly inside ``spark.sql`` and are refused
   before they get there.
+- Before analysis, the parsed plan must stay within the allowlists of ``engine.sql_policy`` (functions,
+  SQL constructs, options): Spark evaluates constant expressions, files they name included, while it
+  analyses, so this is the check that keeps plan from reading or fetching anything.
 - After analysis, the plan is asked whether it is deterministic, and its expression classes are checked
   against a deny-list that also names the culprit: functions Spark thinks deterministic but that read the
-  clock or the environment (``current_timestamp``), and those that reach the JVM, files or a shell
-  (``reflect``, ``input_file_name``, ``TRANSFORM ... USING``). ``runSQLOnFiles`` is off in the session.
+  clock or the environment (``current_timestamp`` written without parentheses is resolved only here), and
+  those that reach the JVM, files or a shell, as a second line of defence. ``runSQLOnFiles`` is off.
 - Spark errors become one-line ``EngineError``/``InvalidQueryError`` messages: the error class and first
   line, without SQLSTATE and without the Java stack trace.
 """
@@ -46,6 +49,7 @@ from odfproj.engine.contract import (
     ValidateQueryResponseSuccess,
 )
 from odfproj.engine.session import SparkSessionHolder
+from odfproj.engine.sql_policy import check_parsed_query
 from odfproj.engine.types import arrow_schema_from_spark, spark_schema_from_arrow
 from odfproj.errors import EngineError
 from odfproj.odf import data_schema, model
@@ -238,6 +242,18 @@ def _plan_classes(analyzed: object) -> set[str]:
         return {name for name in FORBIDDEN_NODES if re.search(rf"\b{name}\b", text)}
 
 
+def _parsed_json(parsed: object, where: str) -> str:
+    """The parsed plan as JSON; a plan Spark cannot write as JSON cannot be checked, so it is refused."""
+    try:
+        return str(parsed.toJSON())
+    except Exception as e:
+        if not is_spark_error(e):
+            raise
+        raise InvalidQueryError(
+            f"{where}: the query uses SQL that odfproj cannot check ({describe_spark_error(e).message})"
+        ) from None
+
+
 def check_query_plan(df: DataFrame, where: str) -> None:
     """Refuse a non-deterministic or sandbox-escaping query, naming the function responsible."""
     analyzed = df._jdf.queryExecution().analyzed()
@@ -296,7 +312,12 @@ class QueryScope:
             if step.alias:
                 where += f" ({step.alias})"
             try:
-                parser.parseQuery(step.query)  # refuses statements before spark.sql could run them
+                parsed = parser.parseQuery(step.query)  # refuses statements before spark.sql could run them
+            except PySparkException as e:
+                raise InvalidQueryError(f"{where}: {describe_spark_error(e).message}") from None
+            # Before analysis: Spark folds constants (and reads what they name) while it analyses.
+            check_parsed_query(_parsed_json(parsed, where), where)
+            try:
                 result = self.session.sql(step.query)
             except PySparkException as e:
                 raise InvalidQueryError(f"{where}: {describe_spark_error(e).message}") from None

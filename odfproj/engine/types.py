@@ -99,6 +99,10 @@ def spark_schema_from_ddl(columns: Sequence[str] | str) -> T.StructType:
     return spark_schema_from_arrow(parse_ddl_schema(columns))
 
 
+class UnstorableTypeError(EngineError):
+    """A Spark type (``variant``, intervals, ...) that ODF data files cannot hold."""
+
+
 def arrow_type_from_spark(data_type: T.DataType, *, timestamp_unit: str = "ms") -> pa.DataType:
     """The Arrow type Spark writes for ``data_type``; instants become ``timestamp(timestamp_unit, UTC)``."""
     from pyspark.sql import types as T
@@ -137,7 +141,7 @@ def arrow_type_from_spark(data_type: T.DataType, *, timestamp_unit: str = "ms") 
         key = arrow_type_from_spark(t.keyType, timestamp_unit=timestamp_unit)
         value = arrow_type_from_spark(t.valueType, timestamp_unit=timestamp_unit)
         return pa.map_(pa.field("key", key, nullable=False), pa.field("value", value, t.valueContainsNull))
-    raise EngineError(f"Spark type {t.simpleString()} has no Arrow equivalent in ODF data")
+    raise UnstorableTypeError(f"Spark type {t.simpleString()} has no Arrow equivalent in ODF data")
 
 
 def arrow_field_from_spark(field: T.StructField, *, timestamp_unit: str = "ms") -> pa.Field:

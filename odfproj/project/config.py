@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from odfproj.engine.session import SparkSettings
+from odfproj.engine.settings import check_spark_conf, check_spark_master, target_settings
 from odfproj.errors import OdfprojError
 from odfproj.odf.yaml_source import check_yaml_limits
 from odfproj.project.boundary import glob_refusal, path_refusal
@@ -45,6 +47,13 @@ class Target:
     spark_master: str = "local[*]"
     storage_root: Path | None = None
     spark_conf: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def spark_settings(self, *, verbose: bool = False) -> SparkSettings:
+        """This target's master and ``spark_conf``: for commands that run trusted code only.
+
+        ``validate``/``plan``/``watch`` analyse queries with ``engine.settings.analysis_settings``.
+        """
+        return target_settings(self.spark_master, self.spark_conf, verbose=verbose)
 
 
 @dataclass(frozen=True)
@@ -213,11 +222,36 @@ def _parse_targets(path: Path, root: Path, raw: Any) -> dict[str, Target]:
         conf = spec.get("spark_conf") or {}
         if not isinstance(conf, dict):
             raise ProjectError(f"{path}: target {name!r}: 'spark_conf' must be a mapping")
+        spark_conf = {str(k): _conf_value(v) for k, v in conf.items()}
+        master = str(spec.get("spark_master") or "local[*]").strip()
+        refusal = check_spark_master(master) or next(iter(check_spark_conf(spark_conf)), None)
+        if refusal is not None:
+            section = "" if refusal.setting == "spark_master" else "spark_conf: "
+            raise ProjectError(f"{path}: target {name!r}: {section}{refusal}")
         storage = spec.get("storage_root")
         targets[str(name)] = Target(
             name=str(name),
-            spark_master=str(spec.get("spark_master") or "local[*]"),
+            spark_master=master,
             storage_root=(root / Path(storage).expanduser()).resolve() if storage else None,
-            spark_conf=MappingProxyType({str(k): str(v) for k, v in conf.items()}),
+            spark_conf=MappingProxyType(spark_conf),
         )
     return targets
+
+
+def _conf_value(value: Any) -> str:
+    """A conf value as Spark reads it: YAML's ``true`` is Spark's ``true``, not Python's ``True``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def spark_settings(
+    config: ProjectConfig | None, target: str | None, *, verbose: bool = False
+) -> SparkSettings:
+    """The Spark settings of ``target`` for trusted work (run, watch --apply, ingest, sql, verify --reproduce).
+
+    Without a project (a bare ``--workspace``), odfproj's defaults.
+    """
+    if config is None:
+        return SparkSettings(verbose=verbose)
+    return config.target(target).spark_settings(verbose=verbose)

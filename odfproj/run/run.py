@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from odfproj import __version__
-from odfproj.engine.session import SparkSessionHolder, SparkSettings
+from odfproj.engine.session import SparkSessionHolder
 from odfproj.engine.spark import SparkEngine
 from odfproj.errors import OdfprojError
 from odfproj.ingest.pipeline import ingest_polling
@@ -41,6 +41,7 @@ from odfproj.odf import model
 from odfproj.odf.timestamps import format_rfc3339
 from odfproj.plan.sources import PlanRequest, plan_project
 from odfproj.project.config import ProjectConfig
+from odfproj.project.config import spark_settings as spark_settings  # its old home; callers may still use it
 from odfproj.run.apply import ApplyResult, apply_plan, check_plan
 from odfproj.storage.fsutil import replace_atomic
 from odfproj.storage.workspace import Workspace
@@ -201,16 +202,6 @@ def run_project(
         )
         write_run_results(result)
     return result
-
-
-def spark_settings(
-    config: ProjectConfig | None, target: str | None, *, verbose: bool = False
-) -> SparkSettings:
-    """The Spark settings of ``target`` (its master and ``spark_conf``); defaults without a project."""
-    if config is None:
-        return SparkSettings(verbose=verbose)
-    chosen = config.target(target)
-    return SparkSettings(master=chosen.spark_master, conf=dict(chosen.spark_conf), verbose=verbose)
 
 
 def write_run_results(result: RunResult) -> Path:

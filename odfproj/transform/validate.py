@@ -12,17 +12,26 @@ written data file's (:func:`odfproj.transform.execute.output_schema`), so it com
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from odfproj.engine.contract import InvalidQueryError
 from odfproj.engine.spark import SparkEngine, translating_errors
-from odfproj.engine.types import arrow_schema_from_spark, spark_schema_from_arrow
+from odfproj.engine.types import (
+    UnstorableTypeError,
+    arrow_field_from_spark,
+    arrow_schema_from_spark,
+    spark_schema_from_arrow,
+)
 from odfproj.errors import EngineError
 from odfproj.odf import data_schema, model
 from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_TIME, Vocab
 from odfproj.transform.errors import TransformError
 from odfproj.transform.execute import check_result, output_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 __all__ = ["derivative_output_schema", "query_checker", "state_schema"]
 
@@ -53,12 +62,30 @@ def derivative_output_schema(
             empty = scope.session.createDataFrame([], spark_schema_from_arrow(state_schema(schema)))
             scope.register(alias, empty)
         result = check_result(scope.run(transform), where, vocab)
+        _refuse_unstorable(result, where)
         columns = [EVENT_TIME, *(c for c in result.columns if c != EVENT_TIME)]
         user = arrow_schema_from_spark(result.select(*[f"`{c.replace('`', '``')}`" for c in columns]).schema)
     vocab = vocab or Vocab()
     system = data_schema.system_fields(vocab)[:3]
     user = user.rename([vocab.event_time, *user.names[1:]])
     return output_schema(pa.schema([*system, *user]), None, vocab)
+
+
+def _refuse_unstorable(result: DataFrame, where: str) -> None:
+    """An output column of a type ODF data cannot hold (``variant``, intervals) makes the query invalid.
+
+    It is the query that must change, so this is that dataset's refusal, not an engine failure that
+    would abort the whole plan.
+    """
+    for column in result.schema.fields:
+        try:
+            arrow_field_from_spark(column)
+        except UnstorableTypeError:
+            raise InvalidQueryError(
+                f"{where}: the query outputs column {column.name!r} of type "
+                f"{column.dataType.simpleString()}, which ODF data cannot store; cast or convert it "
+                "(for example to_json(...) for a variant)"
+            ) from None
 
 
 def query_checker(

@@ -1,0 +1,201 @@
+"""Which Spark settings a project may choose, and the fixed settings plan's analysis runs with.
+
+A project's ``odfproj.yaml`` comes from whoever wrote the pull request, and Spark settings reach far:
+``spark.driver.extraJavaOptions`` runs a shell command on out-of-memory, ``spark.jars`` loads code,
+``spark.sql.runSQLOnFiles`` reads any file, a master URL connects out. So a project picks only from
+:data:`ALLOWED_SPARK_CONF`: tuning keys whose values are numbers, sizes, durations, booleans or one of
+a few words, checked here as well, so that no value can name a class, a file or a host. Everything
+else is refused with the key named, when odfproj.yaml is loaded: before any JVM could start.
+
+Even allowed settings never reach the analysis session of ``validate``/``plan``/``watch``
+(:func:`analysis_settings`): a fixed local master and odfproj's base conf only, whatever the project
+says, because those commands run on untrusted pull requests. The target's master and conf apply to
+the commands that run trusted code (``run``, ``apply``, ``ingest``, ``sql``, ``verify --reproduce``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from odfproj.engine.session import SparkSettings
+from odfproj.errors import EngineError
+
+__all__ = [
+    "ALLOWED_SPARK_CONF",
+    "ANALYSIS_MASTER",
+    "Refusal",
+    "analysis_settings",
+    "check_spark_conf",
+    "check_spark_master",
+    "target_settings",
+]
+
+#: The analysis session's master: in-process, whatever the target says.
+ANALYSIS_MASTER = "local[2]"
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """What values a key takes: a name for the message and a test."""
+
+    name: str
+    accepts: Callable[[str], bool]
+
+
+def _pattern(name: str, regex: str) -> _Kind:
+    compiled = re.compile(regex, re.IGNORECASE)
+    return _Kind(name, lambda v: compiled.fullmatch(v.strip()) is not None)
+
+
+def _one_of(*words: str) -> _Kind:
+    allowed = frozenset(words)
+    return _Kind(f"one of {', '.join(words)}", lambda v: v.strip().lower() in allowed)
+
+
+_BOOL = _pattern("true or false", r"true|false")
+_COUNT = _pattern("a whole number", r"[0-9]{1,9}")
+_SIZE = _pattern("a size such as 512m or 4g", r"[0-9]{1,15}\s*(b|k|kb|m|mb|g|gb|t|tb)?")
+_SIZE_OR_OFF = _pattern("a size such as 10m, or -1 (off)", r"-1|[0-9]{1,15}\s*(b|k|kb|m|mb|g|gb|t|tb)?")
+_FRACTION = _pattern("a fraction between 0 and 1", r"0(\.[0-9]+)?|1(\.0+)?|\.[0-9]+")
+_FACTOR = _pattern("a positive number", r"[0-9]{1,6}(\.[0-9]+)?")
+_DURATION = _pattern("a duration such as 120s or 5min", r"[0-9]{1,9}\s*(us|ms|s|m|min|h|d)?")
+_PARQUET_CODEC = _one_of("none", "uncompressed", "snappy", "gzip", "lzo", "brotli", "lz4", "lz4_raw", "zstd")
+_IO_CODEC = _one_of("lz4", "lzf", "snappy", "zstd")
+
+#: Every ``spark_conf`` key a project may set, with the values it may take.
+ALLOWED_SPARK_CONF: Mapping[str, _Kind] = MappingProxyType(
+    {
+        # memory and cores
+        "spark.driver.memory": _SIZE,
+        "spark.driver.memoryOverhead": _SIZE,
+        "spark.driver.cores": _COUNT,
+        "spark.driver.maxResultSize": _SIZE,
+        "spark.executor.memory": _SIZE,
+        "spark.executor.memoryOverhead": _SIZE,
+        "spark.executor.cores": _COUNT,
+        "spark.executor.instances": _COUNT,
+        "spark.cores.max": _COUNT,
+        "spark.task.cpus": _COUNT,
+        "spark.memory.fraction": _FRACTION,
+        "spark.memory.storageFraction": _FRACTION,
+        "spark.memory.offHeap.enabled": _BOOL,
+        "spark.memory.offHeap.size": _SIZE,
+        # parallelism and shuffle
+        "spark.default.parallelism": _COUNT,
+        "spark.sql.shuffle.partitions": _COUNT,
+        "spark.sql.files.maxPartitionBytes": _SIZE,
+        "spark.sql.files.openCostInBytes": _SIZE,
+        "spark.sql.files.minPartitionNum": _COUNT,
+        "spark.shuffle.compress": _BOOL,
+        "spark.shuffle.spill.compress": _BOOL,
+        "spark.shuffle.file.buffer": _SIZE,
+        "spark.reducer.maxSizeInFlight": _SIZE,
+        "spark.io.compression.codec": _IO_CODEC,
+        "spark.io.compression.zstd.level": _COUNT,
+        "spark.kryoserializer.buffer.max": _SIZE,
+        "spark.locality.wait": _DURATION,
+        "spark.speculation": _BOOL,
+        "spark.network.timeout": _DURATION,
+        "spark.executor.heartbeatInterval": _DURATION,
+        # adaptive execution, joins, the optimizer
+        "spark.sql.adaptive.enabled": _BOOL,
+        "spark.sql.adaptive.coalescePartitions.enabled": _BOOL,
+        "spark.sql.adaptive.coalescePartitions.initialPartitionNum": _COUNT,
+        "spark.sql.adaptive.coalescePartitions.minPartitionSize": _SIZE,
+        "spark.sql.adaptive.advisoryPartitionSizeInBytes": _SIZE,
+        "spark.sql.adaptive.skewJoin.enabled": _BOOL,
+        "spark.sql.adaptive.skewJoin.skewedPartitionFactor": _FACTOR,
+        "spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes": _SIZE,
+        "spark.sql.adaptive.localShuffleReader.enabled": _BOOL,
+        "spark.sql.autoBroadcastJoinThreshold": _SIZE_OR_OFF,
+        "spark.sql.broadcastTimeout": _DURATION,
+        "spark.sql.cbo.enabled": _BOOL,
+        "spark.sql.inMemoryColumnarStorage.compressed": _BOOL,
+        "spark.sql.inMemoryColumnarStorage.batchSize": _COUNT,
+        # Parquet and Arrow I/O
+        "spark.sql.parquet.compression.codec": _PARQUET_CODEC,
+        "spark.sql.parquet.filterPushdown": _BOOL,
+        "spark.sql.parquet.enableVectorizedReader": _BOOL,
+        "spark.sql.parquet.columnarReaderBatchSize": _COUNT,
+        "spark.sql.parquet.aggregatePushdown": _BOOL,
+        "spark.sql.execution.arrow.pyspark.enabled": _BOOL,
+        "spark.sql.execution.arrow.maxRecordsPerBatch": _COUNT,
+    }
+)
+
+#: Master URLs a target may set: in-process (``local``, ``local[N]``, ``local[*]``, ``local[N,F]``) or a
+#: cluster manager. Analysis never uses them; ``local-cluster`` (test-only worker JVMs) and anything
+#: else are refused.
+_MASTER = re.compile(
+    r"local(\[([1-9][0-9]{0,3}|\*)(,[0-9]{1,3})?\])?"
+    r"|spark://[A-Za-z0-9.\-]+:[0-9]{1,5}(,[A-Za-z0-9.\-]+:[0-9]{1,5})*"
+    r"|yarn"
+    r"|k8s://https?://[A-Za-z0-9.\-]+(:[0-9]{1,5})?"
+)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a project's Spark setting is not used: ``setting`` is the key (or ``spark_master``)."""
+
+    setting: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.setting}: {self.reason}"
+
+
+def check_spark_conf(conf: Mapping[str, str]) -> list[Refusal]:
+    """Every key of ``conf`` that is not on the allowlist, or whose value is not of the key's kind."""
+    refused = []
+    for key, value in conf.items():
+        kind = ALLOWED_SPARK_CONF.get(key)
+        if kind is None:
+            refused.append(
+                Refusal(
+                    key,
+                    "not an allowed Spark setting (a project may set only tuning keys: see "
+                    "docs/guide/spark-settings.md)",
+                )
+            )
+        elif not kind.accepts(value):
+            refused.append(Refusal(key, f"value {value!r} is not {kind.name}"))
+    return refused
+
+
+def check_spark_master(master: str) -> Refusal | None:
+    """A refusal unless ``master`` is a local master or a cluster manager URL."""
+    if _MASTER.fullmatch(master.strip()):
+        return None
+    return Refusal(
+        "spark_master",
+        f"{master!r} is not allowed (local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL)",
+    )
+
+
+def target_settings(master: str, conf: Mapping[str, str], *, verbose: bool = False) -> SparkSettings:
+    """The settings of a target, for commands that run trusted code; refused settings raise EngineError.
+
+    odfproj.yaml is checked when it is loaded; checking again here keeps every other way of building
+    a project's session (a library caller) behind the same allowlist.
+    """
+    refusals = check_spark_conf(conf)
+    master_refusal = check_spark_master(master)
+    if master_refusal is not None:
+        refusals.insert(0, master_refusal)
+    if refusals:
+        raise EngineError(f"Spark setting refused: {refusals[0]}")
+    return SparkSettings(master=master.strip(), conf=MappingProxyType(dict(conf)), verbose=verbose)
+
+
+def analysis_settings(*, verbose: bool = False) -> SparkSettings:
+    """The sandbox for ``validate``/``plan``/``watch``: local, odfproj's base conf, nothing from the project."""
+    return SparkSettings(
+        master=ANALYSIS_MASTER,
+        app_name="odfproj-analysis",
+        conf=MappingProxyType({"spark.sql.catalogImplementation": "in-memory"}),
+        verbose=verbose,
+    )
