@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from odfproj.engine.contract import InvalidQueryError
+from odfproj.engine.dialects import to_spark
 from odfproj.engine.spark import SparkEngine, write_parquet_file
 from odfproj.odf import data_schema, model
 from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_COLUMNS, SYSTEM_TIME, Op
@@ -143,7 +144,7 @@ def compute_changes(
     from pyspark.sql import functions as F
 
     states = {alias: _canonical_order(multiset_state(history)) for alias, history in inputs.items()}
-    result = check_result(engine.query(states, transform), where)
+    result = check_result(engine.query(states, to_spark(transform)), where)
     columns = [EVENT_TIME, *(c for c in result.columns if c != EVENT_TIME)]
     result = result.select(*[_col(c) for c in columns])
     new = result.groupBy(*[_col(c) for c in columns]).agg(F.count(F.lit(1)).cast("long").alias(_COUNT))

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 import pyarrow as pa
 
 from odfproj.engine.contract import InvalidQueryError
+from odfproj.engine.dialects import to_spark
 from odfproj.engine.spark import SparkEngine, translating_errors
 from odfproj.engine.types import arrow_schema_from_spark, spark_schema_from_arrow
 from odfproj.errors import EngineError
@@ -51,7 +52,7 @@ def derivative_output_schema(
         for alias, schema in inputs.items():
             empty = scope.session.createDataFrame([], spark_schema_from_arrow(state_schema(schema)))
             scope.register(alias, empty)
-        result = check_result(scope.run(transform), where)
+        result = check_result(scope.run(to_spark(transform)), where)
         columns = [EVENT_TIME, *(c for c in result.columns if c != EVENT_TIME)]
         user = arrow_schema_from_spark(result.select(*[f"`{c.replace('`', '``')}`" for c in columns]).schema)
     system = data_schema.system_fields()[:3]
