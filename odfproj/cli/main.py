@@ -18,6 +18,7 @@ from odfproj.cli import (
     log,
     plan,
     query,
+    render,
     run,
     sql,
     validate,
@@ -46,6 +47,7 @@ app.command("apply")(apply.apply)
 app.command("log")(log.log)
 app.command("verify")(verify.verify)
 app.command("lineage")(lineage.lineage)
+app.command("render")(render.render)
 app.command("ingest")(ingest.ingest)
 app.command("run")(run.run)
 app.command("query")(query.query)

@@ -12,6 +12,7 @@ written data file's (:func:`odfproj.transform.execute.output_schema`), so it com
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -20,12 +21,13 @@ from odfproj.engine.dialects import to_spark
 from odfproj.engine.spark import SparkEngine, translating_errors
 from odfproj.engine.types import arrow_schema_from_spark, spark_schema_from_arrow
 from odfproj.errors import EngineError
+from odfproj.ingest.validate import source_data_schema
 from odfproj.odf import data_schema, model
 from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_TIME
 from odfproj.transform.errors import TransformError
 from odfproj.transform.execute import check_result, output_schema
 
-__all__ = ["derivative_output_schema", "query_checker", "state_schema"]
+__all__ = ["EngineChecks", "derivative_output_schema", "query_checker", "state_schema"]
 
 
 def state_schema(data: pa.Schema) -> pa.Schema:
@@ -59,9 +61,40 @@ def derivative_output_schema(
     return output_schema(pa.schema([*system, *user]), None)
 
 
-def query_checker(
-    engine: SparkEngine,
-) -> Callable[[str, model.Transform, Mapping[str, pa.Schema]], pa.Schema]:
+@dataclass(frozen=True)
+class EngineChecks:
+    """A ``plan.queries.QueryChecker``: a derivative's query (called) and a root's ingest (``source_schema``)."""
+
+    check: Callable[[str, model.Transform, Mapping[str, pa.Schema]], pa.Schema]
+    engine: SparkEngine
+
+    def __call__(
+        self, dataset: str, transform: model.Transform, inputs: Mapping[str, pa.Schema]
+    ) -> pa.Schema:
+        return self.check(dataset, transform, inputs)
+
+    def source_schema(
+        self,
+        dataset: str,
+        source: model.SetPollingSource | model.AddPushSource,
+        vocab: model.SetVocab | None,
+    ) -> pa.Schema | None:
+        """The root's first data schema from its read schema and preprocess query (see ingest.validate)."""
+        try:
+            return source_data_schema(self.engine, source, vocab, where=f"dataset {dataset}")
+        except InvalidQueryError:
+            raise
+        except EngineError as e:
+            raise _cannot_validate(dataset, e) from None
+
+
+def _cannot_validate(dataset: str, error: EngineError) -> EngineError:
+    return EngineError(
+        f"dataset {dataset}: cannot validate its query: {error} (--no-validate-queries plans without the engine)"
+    )
+
+
+def query_checker(engine: SparkEngine) -> EngineChecks:
     """A ``plan.queries.QueryChecker`` on ``engine``: its session starts on the first changed query."""
 
     def check(dataset: str, transform: model.Transform, inputs: Mapping[str, pa.Schema]) -> pa.Schema:
@@ -70,9 +103,6 @@ def query_checker(
         except InvalidQueryError:
             raise
         except EngineError as e:
-            raise EngineError(
-                f"dataset {dataset}: cannot validate its query: {e} "
-                "(--no-validate-queries plans without the engine)"
-            ) from None
+            raise _cannot_validate(dataset, e) from None
 
-    return check
+    return EngineChecks(check, engine)
