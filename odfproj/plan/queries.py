@@ -107,7 +107,7 @@ def check_queries(
             return CheckedStep(_refused(step, f"the {label} query cannot run: {e}"))
     if snapshot.kind == model.DatasetKind.Root:
         return _check_sources(step, snapshot, own, checker, needed)
-    return check_query(step, snapshot, own, views, checker, planned)
+    return _check_transform(step, snapshot, own, views, checker, planned)
 
 
 def _check_sources(
@@ -148,7 +148,7 @@ def _check_sources(
 _NOT_VALIDATED = "query not validated (planned without the engine, e.g. --no-validate-queries); run checks it"
 
 
-def check_query(
+def _check_transform(
     step: PlanStep,
     snapshot: model.DatasetSnapshot,
     own: ChainView | None,
