@@ -263,9 +263,20 @@ def _rewrite(node: exp.Expression, dialect: _Dialect) -> exp.Expression:
         return exp.cast(node, exp.DataType.build("DOUBLE"))
     if isinstance(node, exp.Alias) and _is_int_literal(node.this) and dialect.integer_literal != "INT":
         return exp.alias_(exp.cast(node.this.copy(), dialect.integer_literal), node.args["alias"].copy())
+    if isinstance(node, exp.Case) and dialect.integer_literal != "INT" and _integer_results(node):
+        # CASE WHEN ... THEN 1 ELSE 0 END is Int64 in DataFusion, INT in Spark
+        return exp.cast(node.copy(), dialect.integer_literal)
     if isinstance(node, exp.DataType) and node.this in exp.DataType.TEMPORAL_TYPES and node.expressions:
         return exp.DataType(this=node.this)  # TIMESTAMP(3): Spark timestamps have no precision argument
     return node
+
+
+def _integer_results(case: exp.Case) -> bool:
+    results = [when.args.get("true") for when in case.args.get("ifs") or ()]
+    if case.args.get("default") is not None:
+        results.append(case.args["default"])
+    values = [r for r in results if not isinstance(r, exp.Null)]
+    return bool(values) and all(_is_int_literal(r) for r in values)
 
 
 def _is_int_literal(node: exp.Expression) -> bool:

@@ -85,9 +85,14 @@ def test_integer_division_truncates_toward_zero(engine, spark, dialect, width):
 
 def test_datafusion_fractional_literals_are_doubles(engine, spark):
     """DataFusion reads 1.5 as Float64 and a bare integer as Int64; Spark as DECIMAL(2,1) and INT."""
-    rows, schema = _run(engine, spark, "datafusion", "SELECT 1.5 AS f, 1 AS i FROM input")
-    assert rows == [(1.5, 1)]
-    assert schema == {"f": "double", "i": "bigint"}
+    rows, schema = _run(
+        engine,
+        spark,
+        "datafusion",
+        "SELECT 1.5 AS f, 1 AS i, CASE WHEN one > 0 THEN 1 ELSE 0 END AS c FROM input",
+    )
+    assert rows == [(1.5, 1, 1)]
+    assert schema == {"f": "double", "i": "bigint", "c": "bigint"}
 
 
 def test_flink_fractional_literals_stay_decimal(engine, spark):
