@@ -326,3 +326,16 @@ def test_real_manifest_daily_cases_query(engine, spark):
         },
     )
     assert sorted(rows) == [(datetime(2020, 3, 1), 2), (datetime(2020, 3, 2), 1)]
+
+
+def test_datafusion_struct_fields_with_reserved_and_quoted_names(engine, spark):
+    """kamu-contrib's net.rocketpool.reth.tokens-burned reads `event.from` and `event."ethAmount"`."""
+    rows, schema = _run(
+        engine,
+        spark,
+        "datafusion",
+        'select event.from as from, cast(event."ethAmount" as double) / pow(10.0, 18) as eth_amount from input',
+        {"input": ([(("0xab", "2500000000000000000"),)], "event STRUCT<`from`: STRING, ethAmount: STRING>")},
+    )
+    assert rows == [("0xab", 2.5)]
+    assert schema == {"from": "string", "eth_amount": "double"}
