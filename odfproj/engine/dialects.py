@@ -20,7 +20,7 @@ Pure Python (no JVM): ``validate`` and ``plan`` call it on untrusted manifests.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -619,9 +619,3 @@ _DIALECTS: dict[str, _Dialect] = {
     ),
     "risingwave": _Dialect("risingwave", RisingWave, {"tumble": lambda n, d: n, "hop": lambda n, d: n}),
 }
-
-
-def supported_functions(engine: str) -> Sequence[str]:
-    """The engine-specific calls this module rewrites (for the documentation)."""
-    dialect = _DIALECTS.get(engine)
-    return sorted(dialect.functions) if dialect is not None else ()
