@@ -190,6 +190,8 @@ class _FlinkSql(Spark):
         QUOTES: ClassVar = ["'"]
         STRING_ESCAPES: ClassVar = ["'"]
         IDENTIFIERS: ClassVar = ["`"]
+        # SESSION(ts, gap) is a group window function in Flink, not the SESSION keyword
+        KEYWORDS: ClassVar = {k: v for k, v in Spark.Tokenizer.KEYWORDS.items() if k != "SESSION"}
 
     class Parser(Spark.Parser):
         FUNCTIONS: ClassVar = {

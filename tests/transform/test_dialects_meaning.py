@@ -339,3 +339,16 @@ def test_datafusion_struct_fields_with_reserved_and_quoted_names(engine, spark):
     )
     assert rows == [("0xab", 2.5)]
     assert schema == {"from": "string", "eth_amount": "double"}
+
+
+def test_flink_session_group_window(engine, spark):
+    """Flink: a session closes after a gap with no rows; it starts at its first row and ends a gap after its last."""
+    rows, _ = _run(
+        engine,
+        spark,
+        "flink",
+        "SELECT SESSION_START(bidtime, INTERVAL '3' MINUTE) AS s, SESSION_END(bidtime, INTERVAL '3' MINUTE) AS e, "
+        "COUNT(*) AS n FROM Bid GROUP BY SESSION(bidtime, INTERVAL '3' MINUTE) ORDER BY s",
+        {"Bid": BIDS},
+    )
+    assert rows == [(_t(5), _t(16), 5), (_t(17), _t(20), 1)]
