@@ -34,10 +34,14 @@ class QueryChecker(Protocol):
     """The engine's checks the plan calls; the CLI builds one on Spark (``transform.validate.query_checker``)."""
 
     def __call__(
-        self, dataset: str, transform: model.Transform, inputs: Mapping[str, pa.Schema]
+        self,
+        dataset: str,
+        transform: model.Transform,
+        inputs: Mapping[str, pa.Schema],
+        vocab: model.SetVocab | None = None,
     ) -> pa.Schema:
-        """The derivative's data schema for ``transform`` over inputs of these data schemas (by alias);
-        raises ``InvalidQueryError`` for a query the engine refuses."""
+        """The derivative's data schema for ``transform`` over inputs of these data schemas (by alias),
+        its event time named by ``vocab``; raises ``InvalidQueryError`` for a query the engine refuses."""
 
     def source_schema(
         self, dataset: str, source: model.SetPollingSource | model.AddPushSource, vocab: model.SetVocab | None
@@ -158,7 +162,8 @@ def _check_transform(
 ) -> CheckedStep:
     """``step`` with the output schema of its new query, refused if the query or its schema breaks rules."""
     change = next((c for c in step.changes if c.key == "SetTransform" and c.event is not None), None)
-    transform = fold(snapshot.metadata).get("SetTransform")
+    definition = fold(snapshot.metadata)
+    transform = definition.get("SetTransform")
     if change is None or not isinstance(transform, model.SetTransform):
         return CheckedStep(step)
     before = own.data_schema if own is not None else None
@@ -175,7 +180,7 @@ def _check_transform(
         return CheckedStep(_with_note(step, note))
     assert checker is not None
     try:
-        after = checker(step.dataset, transform.transform, inputs.schemas)
+        after = checker(step.dataset, transform.transform, inputs.schemas, definition.get("SetVocab"))
     except InvalidQueryError as e:
         return CheckedStep(_refused(step, f"the query is invalid: {e}"))
     schema = OutputSchema(columns_of(before) if before is not None else None, columns_of(after))

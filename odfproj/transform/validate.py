@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -26,6 +27,9 @@ from odfproj.odf import data_schema, model
 from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_TIME
 from odfproj.transform.errors import TransformError
 from odfproj.transform.execute import check_result, output_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 __all__ = ["EngineChecks", "derivative_output_schema", "query_checker", "state_schema"]
 
@@ -41,12 +45,14 @@ def derivative_output_schema(
     inputs: Mapping[str, pa.Schema],
     *,
     where: str,
+    event_time_column: str = EVENT_TIME,
 ) -> pa.Schema:
     """The data schema of a derivative whose query is ``transform`` over inputs with these data schemas.
 
     ``inputs`` maps each query alias to that input's data schema (system columns included, as in its
-    ``SetDataSchema``). Raises ``InvalidQueryError`` for a query the engine refuses and
-    ``EngineError`` when the engine itself fails (for example, no Java runtime).
+    ``SetDataSchema``). ``event_time_column`` is the derivative's ``SetVocab.eventTimeColumn``: the
+    query outputs its event time under that name, and the schema keeps it. Raises ``InvalidQueryError``
+    for a query the engine refuses and ``EngineError`` when the engine itself fails (no Java runtime).
     """
     if not isinstance(transform, model.TransformSql):
         raise TransformError(f"{where}: only Sql transforms are supported, not {type(transform).__name__}")
@@ -54,24 +60,39 @@ def derivative_output_schema(
         for alias, schema in inputs.items():
             empty = scope.session.createDataFrame([], spark_schema_from_arrow(state_schema(schema)))
             scope.register(alias, empty)
-        result = check_result(scope.run(to_spark(transform)), where)
+        result = _vocabulary_event_time(scope.run(to_spark(transform)), event_time_column)
+        result = check_result(result, where)
         columns = [EVENT_TIME, *(c for c in result.columns if c != EVENT_TIME)]
         user = arrow_schema_from_spark(result.select(*[f"`{c.replace('`', '``')}`" for c in columns]).schema)
     system = data_schema.system_fields()[:3]
-    return output_schema(pa.schema([*system, *user]), None)
+    schema = output_schema(pa.schema([*system, *user]), None)
+    if event_time_column == EVENT_TIME:
+        return schema
+    return pa.schema([f.with_name(event_time_column) if f.name == EVENT_TIME else f for f in schema])
+
+
+def _vocabulary_event_time(result: DataFrame, name: str) -> DataFrame:
+    """The query's event time under the standard name, when the dataset's vocabulary renames it."""
+    if name != EVENT_TIME and name in result.columns and EVENT_TIME not in result.columns:
+        return result.withColumnRenamed(name, EVENT_TIME)
+    return result
 
 
 @dataclass(frozen=True)
 class EngineChecks:
     """A ``plan.queries.QueryChecker``: a derivative's query (called) and a root's ingest (``source_schema``)."""
 
-    check: Callable[[str, model.Transform, Mapping[str, pa.Schema]], pa.Schema]
+    check: Callable[[str, model.Transform, Mapping[str, pa.Schema], model.SetVocab | None], pa.Schema]
     engine: SparkEngine
 
     def __call__(
-        self, dataset: str, transform: model.Transform, inputs: Mapping[str, pa.Schema]
+        self,
+        dataset: str,
+        transform: model.Transform,
+        inputs: Mapping[str, pa.Schema],
+        vocab: model.SetVocab | None = None,
     ) -> pa.Schema:
-        return self.check(dataset, transform, inputs)
+        return self.check(dataset, transform, inputs, vocab)
 
     def source_schema(
         self,
@@ -97,9 +118,17 @@ def _cannot_validate(dataset: str, error: EngineError) -> EngineError:
 def query_checker(engine: SparkEngine) -> EngineChecks:
     """A ``plan.queries.QueryChecker`` on ``engine``: its session starts on the first changed query."""
 
-    def check(dataset: str, transform: model.Transform, inputs: Mapping[str, pa.Schema]) -> pa.Schema:
+    def check(
+        dataset: str,
+        transform: model.Transform,
+        inputs: Mapping[str, pa.Schema],
+        vocab: model.SetVocab | None = None,
+    ) -> pa.Schema:
+        event_time = (vocab.event_time_column if vocab is not None else None) or EVENT_TIME
         try:
-            return derivative_output_schema(engine, transform, inputs, where=f"dataset {dataset}")
+            return derivative_output_schema(
+                engine, transform, inputs, where=f"dataset {dataset}", event_time_column=event_time
+            )
         except InvalidQueryError:
             raise
         except EngineError as e:
