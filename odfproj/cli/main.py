@@ -19,6 +19,7 @@ from odfproj.cli import (
     plan,
     query,
     redact,
+    render,
     run,
     sql,
     validate,
@@ -47,6 +48,7 @@ app.command("apply")(apply.apply)
 app.command("log")(log.log)
 app.command("verify")(verify.verify)
 app.command("lineage")(lineage.lineage)
+app.command("render")(render.render)
 app.command("ingest")(ingest.ingest)
 app.command("run")(run.run)
 app.command("query")(query.query)

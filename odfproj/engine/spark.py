@@ -214,6 +214,8 @@ class _Step:
 
 def _steps(transform: model.TransformSql) -> list[_Step]:
     """The transform's queries in order; ``query`` is the one-step shorthand of ``queries``."""
+    if transform.engine.strip().lower() != "spark":  # dialects.to_spark translates them first
+        raise InvalidQueryError(f"engine {transform.engine}: only Spark SQL runs on Spark untranslated")
     if transform.query is not None and transform.queries:
         raise InvalidQueryError("a Sql transform sets both `query` and `queries`; set only one")
     if transform.query is not None:

@@ -6,11 +6,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+import pyarrow as pa
+
 from odfproj.odf import model
 from odfproj.plan.diff import ChainView, diff_dataset, fold
-from odfproj.plan.engines import engine_refusals
 from odfproj.plan.model import Action, Plan, PlanStep
-from odfproj.plan.queries import QueryChecker, check_query
+from odfproj.plan.queries import QueryChecker, check_queries
 
 
 @dataclass(frozen=True)
@@ -41,16 +42,23 @@ def make_plan(
     def resolve(ref: str) -> str | None:
         return planned_ids.get(ref.lower())
 
+    diffs = [
+        diff_dataset(d.snapshot, d.manifest, views.get(d.snapshot.name.lower()), resolve) for d in desired
+    ]
+    needed = _inputs_of_changed(desired, diffs)
+    planned: dict[str, pa.Schema] = {}
     steps: list[PlanStep] = []
-    for d in desired:
+    for d, step in zip(desired, diffs, strict=True):
         own = views.get(d.snapshot.name.lower())
-        step = diff_dataset(d.snapshot, d.manifest, own, resolve)
-        refused_engines = engine_refusals(d.snapshot)
-        if refused_engines:
-            reasons = (*step.reasons, *(f"{d.manifest}: {r}" for r in refused_engines))
-            step = replace(step, action=Action.REFUSED, reasons=reasons, data_work=())
-        elif step.has_changes:
-            step = check_query(step, d.snapshot, own, views, query_checker)
+        name = d.snapshot.name.lower()
+        if step.has_changes or (name in needed and (own is None or own.schema_bytes is None)):
+            checked = check_queries(
+                step, d.snapshot, own, views, query_checker, planned, needed=name in needed
+            )
+            if checked.planned_schema is not None and checked.step.action is not Action.REFUSED:
+                planned[name] = checked.planned_schema
+            if step.has_changes:
+                step = checked.step
         if step.action is not Action.REFUSED:
             step = replace(step, data_work=data_work(d.snapshot, views))
         steps.append(step)
@@ -80,6 +88,16 @@ def _orphan_reasons(name: str, readers: Sequence[str]) -> tuple[str, ...]:
     if readers:
         reasons.append(f"still an input of {', '.join(sorted(readers, key=str.lower))}: restore its manifest")
     return tuple(reasons)
+
+
+def _inputs_of_changed(desired: Sequence[DesiredDataset], diffs: Sequence[PlanStep]) -> set[str]:
+    """Lower-case names of the inputs of derivatives whose definition changes: their schemas are needed."""
+    names: set[str] = set()
+    for d, step in zip(desired, diffs, strict=True):
+        transform = fold(d.snapshot.metadata).get("SetTransform")
+        if step.has_changes and isinstance(transform, model.SetTransform):
+            names.update(i.dataset_ref.lower() for i in transform.inputs)
+    return names
 
 
 def data_work(snapshot: model.DatasetSnapshot, views: Mapping[str, ChainView]) -> tuple[str, ...]:

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from odfproj.odf.validation import Problem, validate_manifest
-from odfproj.odf.yaml_codec import load_yaml
+from odfproj.engine.dialects import UntranslatableQueryError, to_spark
+from odfproj.odf.validation import Problem, check_manifest, validate_manifest
+from odfproj.odf.yaml_codec import from_data, load_yaml
 from odfproj.project.config import ProjectConfig
 from odfproj.project.graph import DatasetGraph
 from odfproj.project.manifests import load_manifests
@@ -56,6 +57,9 @@ def validate_project(
     """
     manifests = load_manifests(config, vars_override=vars_override, target=target, files=files)
     problems = list(manifests.problems)
+    for manifest in manifests.manifests:
+        if manifest.snapshot is not None and not manifest.problems:
+            problems.extend(untranslatable_queries(manifest.rendered_text.encode(), manifest.rel_path))
     if files is None:
         problems.extend(DatasetGraph.build(manifests).problems)
     listed = tuple(m.path for m in manifests.manifests)
@@ -81,7 +85,31 @@ def validate_files(files: Iterable[Path], display_root: Path | None = None) -> V
         problems.extend(found)
         if not found:
             _check_unique_name(data, shown, names, problems)
+            problems.extend(untranslatable_queries(data, shown))
     return ValidationReport(files, tuple(problems))
+
+
+def untranslatable_queries(data: bytes, shown: str) -> list[Problem]:
+    """A query written for another engine that cannot run on Spark with the same meaning (engine.dialects).
+
+    Checked here, without an engine, so ``validate`` refuses it as early as ``plan`` does.
+    """
+    loaded = check_manifest(data, shown)
+    content = (loaded.document or {}).get("content") or {}
+    problems = []
+    for index, event in enumerate(content.get("metadata") or ()):
+        for key in ("transform", "preprocess"):
+            transform = event.get(key) if isinstance(event, dict) else None
+            if not isinstance(transform, dict) or str(transform.get("kind", "")).lower() != "sql":
+                continue
+            try:
+                to_spark(from_data("TransformSql", {k: v for k, v in transform.items() if k != "kind"}))
+            except UntranslatableQueryError as e:
+                line, col = loaded.source_map.nearest(("content", "metadata", index, key, "engine"))
+                problems.append(
+                    Problem(shown, line, col, f"dataset {content.get('name')}: the {key} query: {e}")
+                )
+    return problems
 
 
 def _check_unique_name(data: bytes, shown: str, names: dict, problems: list[Problem]) -> None:

@@ -12,11 +12,13 @@ written data file's (:func:`odfproj.transform.execute.output_schema`), so it com
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from odfproj.engine.contract import InvalidQueryError
+from odfproj.engine.dialects import to_spark
 from odfproj.engine.spark import SparkEngine, translating_errors
 from odfproj.engine.types import (
     UnstorableTypeError,
@@ -25,6 +27,7 @@ from odfproj.engine.types import (
     spark_schema_from_arrow,
 )
 from odfproj.errors import EngineError
+from odfproj.ingest.validate import source_data_schema
 from odfproj.odf import data_schema, model
 from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_TIME, Vocab
 from odfproj.transform.errors import TransformError
@@ -33,7 +36,7 @@ from odfproj.transform.execute import check_result, output_schema
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["derivative_output_schema", "query_checker", "state_schema"]
+__all__ = ["EngineChecks", "derivative_output_schema", "query_checker", "state_schema"]
 
 
 def state_schema(data: pa.Schema) -> pa.Schema:
@@ -52,8 +55,9 @@ def derivative_output_schema(
     """The data schema of a derivative whose query is ``transform`` over inputs with these data schemas.
 
     ``inputs`` maps each query alias to that input's data schema (system columns included, as in its
-    ``SetDataSchema``). Raises ``InvalidQueryError`` for a query the engine refuses and
-    ``EngineError`` when the engine itself fails (for example, no Java runtime).
+    ``SetDataSchema``). ``event_time_column`` is the derivative's ``SetVocab.eventTimeColumn``: the
+    query outputs its event time under that name, and the schema keeps it. Raises ``InvalidQueryError``
+    for a query the engine refuses and ``EngineError`` when the engine itself fails (no Java runtime).
     """
     if not isinstance(transform, model.TransformSql):
         raise TransformError(f"{where}: only Sql transforms are supported, not {type(transform).__name__}")
@@ -61,7 +65,7 @@ def derivative_output_schema(
         for alias, schema in inputs.items():
             empty = scope.session.createDataFrame([], spark_schema_from_arrow(state_schema(schema)))
             scope.register(alias, empty)
-        result = check_result(scope.run(transform), where, vocab)
+        result = check_result(scope.run(to_spark(transform)), where, vocab)
         _refuse_unstorable(result, where)
         columns = [EVENT_TIME, *(c for c in result.columns if c != EVENT_TIME)]
         user = arrow_schema_from_spark(result.select(*[f"`{c.replace('`', '``')}`" for c in columns]).schema)
@@ -88,13 +92,51 @@ def _refuse_unstorable(result: DataFrame, where: str) -> None:
             ) from None
 
 
-def query_checker(
-    engine: SparkEngine,
-) -> Callable[[str, model.Transform, Mapping[str, pa.Schema]], pa.Schema]:
+@dataclass(frozen=True)
+class EngineChecks:
+    """A ``plan.queries.QueryChecker``: a derivative's query (called) and a root's ingest (``source_schema``)."""
+
+    check: Callable[[str, model.Transform, Mapping[str, pa.Schema], Vocab | None], pa.Schema]
+    engine: SparkEngine
+
+    def __call__(
+        self,
+        dataset: str,
+        transform: model.Transform,
+        inputs: Mapping[str, pa.Schema],
+        vocab: Vocab | None = None,
+    ) -> pa.Schema:
+        return self.check(dataset, transform, inputs, vocab)
+
+    def source_schema(
+        self,
+        dataset: str,
+        source: model.SetPollingSource | model.AddPushSource,
+        vocab: model.SetVocab | None,
+    ) -> pa.Schema | None:
+        """The root's first data schema from its read schema and preprocess query (see ingest.validate)."""
+        try:
+            return source_data_schema(self.engine, source, vocab, where=f"dataset {dataset}")
+        except InvalidQueryError:
+            raise
+        except EngineError as e:
+            raise _cannot_validate(dataset, e) from None
+
+
+def _cannot_validate(dataset: str, error: EngineError) -> EngineError:
+    return EngineError(
+        f"dataset {dataset}: cannot validate its query: {error} (--no-validate-queries plans without the engine)"
+    )
+
+
+def query_checker(engine: SparkEngine) -> EngineChecks:
     """A ``plan.queries.QueryChecker`` on ``engine``: its session starts on the first changed query."""
 
     def check(
-        dataset: str, transform: model.Transform, inputs: Mapping[str, pa.Schema], vocab: Vocab | None = None
+        dataset: str,
+        transform: model.Transform,
+        inputs: Mapping[str, pa.Schema],
+        vocab: Vocab | None = None,
     ) -> pa.Schema:
         try:
             return derivative_output_schema(
@@ -103,9 +145,6 @@ def query_checker(
         except InvalidQueryError:
             raise
         except EngineError as e:
-            raise EngineError(
-                f"dataset {dataset}: cannot validate its query: {e} "
-                "(--no-validate-queries plans without the engine)"
-            ) from None
+            raise _cannot_validate(dataset, e) from None
 
-    return check
+    return EngineChecks(check, engine)

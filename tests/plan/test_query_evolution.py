@@ -203,13 +203,15 @@ def test_breaking_or_invalid_query_is_refused_and_run_writes_nothing(project, en
     assert dataset.head() == head
 
 
-def test_query_on_an_input_created_by_the_same_apply_is_left_to_run(project, engine):
+def test_query_on_an_input_created_by_the_same_apply_is_checked_against_its_read_schema(project, engine):
+    """issue 14 point 5: the new input's read schema stands in for its data schema (tests/plan/test_preprocess_check.py)."""
     (project / "datasets" / "more.yaml").write_text(ROOT.replace("name: sales", "name: more"))
     _set_query(project, "more.view", BY_CITY, source="more")
     step = _step(_plan(project, engine), "more.view")
-    assert step.action is Action.CREATE and step.output_schema is None
+    assert step.action is Action.CREATE
+    assert step.output_schema.after == ("event_time timestamp[ms, tz=UTC]", "city string", "n int64")
     notes = [n for c in step.changes for n in c.notes]
-    assert any("validated at run time: input more has no data schema yet" in n for n in notes)
+    assert any("checked against the schema that input more will have after its first run" in n for n in notes)
 
 
 def test_without_a_checker_no_engine_is_used_and_the_change_is_marked(project, spark):
