@@ -5,7 +5,7 @@
     <root>/
         datasets/<name>/...        one folder per dataset (see :mod:`odfproj.storage.layout`)
         keys/<dataset id>.pem      each dataset's ed25519 private key (mode 0600)
-        names/<name>               the did:odf of the dataset created under that name (lower case)
+        .names/<name>              the did:odf of the dataset created under that name (lower case)
         .lock                      the workspace lock held by ``odfproj apply``
         .names.lock                serialises creating and deleting datasets (held briefly)
 
@@ -13,7 +13,7 @@ The workspace sits outside the project's git tree by design (the default ``.odf/
 so private keys never end up in a commit. Dataset names keep the spelling they were created with
 but are looked up case-insensitively, like ODF dataset names.
 
-``names/`` lies outside the dataset folders on purpose: ``verify`` compares each dataset's Seed with
+``.names/`` lies outside the dataset folders on purpose: ``verify`` compares each dataset's Seed with
 it, so a dataset folder replaced by another dataset's whole chain (which verifies clean on its own)
 is caught.
 """
@@ -78,7 +78,7 @@ class Workspace:
 
     @property
     def names_dir(self) -> Path:
-        return self.root / "names"
+        return self.root / ".names"
 
     def name_record(self, name: str) -> Path:
         """Where the id of the dataset created as ``name`` is recorded (names compare case-insensitively)."""
