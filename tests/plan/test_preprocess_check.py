@@ -249,3 +249,14 @@ def test_a_plan_with_no_query_and_no_source_change_starts_no_engine(tmp_path, sp
     )
     assert _step(plan, "sales").action is Action.UNCHANGED
     assert not holder.created
+
+
+def test_event_time_named_by_the_vocabularies(tmp_path, engine):
+    """A root and a derivative that both name their event time `reading_time` (as the scaffold does)."""
+    vocab = "    - kind: SetVocab\n      eventTimeColumn: reading_time\n"
+    root_text = _root().replace('"amount DOUBLE"]', '"amount DOUBLE", "reading_time TIMESTAMP"]') + vocab
+    query = "SELECT max(reading_time) AS reading_time, city, count(*) AS n FROM sales GROUP BY city"
+    root = _project(tmp_path, {"sales": root_text, "by-city": _derived("by-city", query) + vocab})
+    step = _step(_plan(root, engine), "by-city")
+    assert step.action is Action.CREATE, step.reasons
+    assert step.output_schema.after == ("reading_time timestamp[ms, tz=UTC]", "city string", "n int64")
