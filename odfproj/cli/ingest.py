@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from odfproj.cli.context import CliState
+from odfproj.cli.interrupt import stopped_after
 from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, TargetOption
 from odfproj.engine.session import SparkSessionHolder
 from odfproj.engine.spark import SparkEngine
@@ -31,8 +32,8 @@ def ingest(
     source: str | None = typer.Option(
         None, "--source", help="The push source (AddPushSource) to use; needed when there are several."
     ),
-    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP),
-    project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP),
+    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP, metavar="DIR"),
+    project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP, metavar="DIR"),
     target: str | None = TargetOption,
 ) -> None:
     """Read FILEs through the push source's read, preprocess and merge steps and commit them as one block."""
@@ -45,7 +46,7 @@ def ingest(
     holder = SparkSessionHolder(spark_settings(config, target, verbose=state.verbose))
     work = Path(tempfile.mkdtemp(prefix="odfproj-push-"))
     try:
-        paths: list[Path] = []
+        paths: list[Path] = []  # Ctrl-C: the push is one atomic commit, made entirely or not at all
         names: list[str] = []
         for item in files:
             if item == STDIN:
@@ -57,12 +58,12 @@ def ingest(
             else:
                 paths.append(Path(item))
                 names.append(item)
-        result = ingest_push(
-            handle, SparkEngine(holder), paths, source_name=source, display_names=names, work_dir=work
-        )
+        with stopped_after(holder):
+            result = ingest_push(
+                handle, SparkEngine(holder), paths, source_name=source, display_names=names, work_dir=work
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
-        holder.stop()
     if result.up_to_date:
         typer.echo(f"{dataset}: nothing to add (source {result.source})")
     else:
