@@ -16,7 +16,7 @@ def validate(
         None, help="Manifest files or folders. Default: every manifest of the project."
     ),
     project: Path | None = typer.Option(
-        None, "--project", help="Project folder (default: discovered upwards)."
+        None, "--project", help="Project folder (default: discovered upwards).", metavar="DIR"
     ),
 ) -> None:
     """Validate manifests against the ODF schemas and rules; report ALL problems; exit 1 if any.

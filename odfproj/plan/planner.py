@@ -56,7 +56,8 @@ def make_plan(
                 None,
                 view.kind.name if view else None,
                 reasons=(
-                    "no manifest defines this dataset; it is kept (nothing is deleted without an explicit flag)",
+                    "no manifest defines this dataset; it is kept, as odfproj never deletes a dataset: "
+                    "restore its manifest, or remove its folder from the workspace's datasets/ by hand",
                 ),
                 expected_head=view.head if view else None,
             )
