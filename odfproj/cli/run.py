@@ -125,18 +125,7 @@ def run(
 def event_line(event: RunEvent) -> str | None:
     """One line per run event (none for ``queued``), for output that is not a terminal (CI logs)
     and for watch --apply; names are never shortened."""
-    if event.phase == "queued":
-        return None
-    if event.phase == "start":
-        return f"START {event.dataset} ({event.work.value})"
-    if event.phase == "spark":
-        return f"WAIT {event.dataset} ({event.work.value}): starting Spark"
-    r = event.result
-    assert r is not None
-    detail = f"{r.records_added} record(s)" if r.status is Status.SUCCESS else r.message
-    if r.status is Status.SUCCESS and r.message:
-        detail += f", {r.message}"
-    return f"{r.status.value.upper()} {r.dataset} ({r.work.value}) in {r.seconds:.1f}s: {detail}"
+    return event.line()
 
 
 def _print_line(event: RunEvent) -> None:
@@ -233,3 +222,7 @@ def _summary(console: Console, result: RunResult) -> None:
             console.print(f"{_status(r)} {escape(r.dataset)}: {escape(r.message)}", soft_wrap=True)
     console.print(escape(result.summary()))
     console.print(f"Results written to {escape(str(result.workspace / RUN_RESULTS_FILE))}", soft_wrap=True)
+    if result.log_file is not None:
+        console.print(
+            f"Log (with the warnings not shown here): {escape(str(result.log_file))}", soft_wrap=True
+        )

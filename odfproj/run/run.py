@@ -50,6 +50,7 @@ from odfproj.odf.timestamps import format_rfc3339
 from odfproj.plan.sources import PlanRequest, plan_project
 from odfproj.project.config import ProjectConfig
 from odfproj.run.apply import ApplyResult, apply_plan, check_plan
+from odfproj.run.runlog import log_path, run_log
 from odfproj.storage.fsutil import replace_atomic
 from odfproj.storage.projection import ChainProjection
 from odfproj.storage.workspace import Workspace
@@ -135,6 +136,21 @@ class RunEvent:
     work: Work
     result: DatasetRun | None = None
 
+    def line(self) -> str | None:
+        """One line with the full name and message (none for ``queued``): logs, CI, watch --apply."""
+        if self.phase == "queued":
+            return None
+        if self.phase == "start":
+            return f"START {self.dataset} ({self.work.value})"
+        if self.phase == "spark":
+            return f"WAIT {self.dataset} ({self.work.value}): starting Spark"
+        r = self.result
+        assert r is not None
+        detail = f"{r.records_added} record(s)" if r.status is Status.SUCCESS else r.message
+        if r.status is Status.SUCCESS and r.message:
+            detail += f", {r.message}"
+        return f"{r.status.value.upper()} {r.dataset} ({r.work.value}) in {r.seconds:.1f}s: {detail}"
+
 
 @dataclass(frozen=True)
 class RunResult:
@@ -145,6 +161,8 @@ class RunResult:
     seconds: float
     results: tuple[DatasetRun, ...]
     apply: ApplyResult | None = field(default=None, repr=False)
+    #: This run's log file (see :mod:`odfproj.run.runlog`).
+    log_file: Path | None = None
     #: True when the run was interrupted (Ctrl-C): some datasets are ``cancelled``.
     interrupted: bool = False
 
@@ -181,6 +199,7 @@ class RunResult:
             "started_at": format_rfc3339(self.started_at.replace(microsecond=0)),
             "elapsed_time": round(self.seconds, 3),
             "interrupted": self.interrupted,
+            "log_file": str(self.log_file) if self.log_file else None,
             "results": [r.to_json() for r in self.results],
         }
 
@@ -211,15 +230,28 @@ def run_project(
     workspace = Workspace(snapshot.workspace)
     environ = dict(os.environ) if environ is None else environ
     stop = cancel or threading.Event()
-    with workspace.lock(purpose="odfproj run", timeout=lock_timeout):
+    log_file = log_path(workspace.root, started)
+    with workspace.lock(purpose="odfproj run", timeout=lock_timeout), run_log(log_file) as log:
+        log.info(
+            "odfproj %s: project %s, target %s", __version__, config.name, config.target(request.target).name
+        )
+
+        def report(event: RunEvent) -> None:
+            line = event.line()
+            if line is not None:
+                log.info("%s", line)
+            _emit(on_event, event)
+
         check_plan(plan, workspace)  # refusals stop the run before anything is written
         applied = apply_plan(plan, workspace, cancel=stop) if plan.has_changes else None
+        if applied is not None:
+            log.info("%s", applied.summary())
         order = snapshot.graph.topological_order(snapshot.selection.names)
         upstream = {n: set(snapshot.graph.upstream(n)) & set(order) for n in order}
         downstream = {n: set(snapshot.graph.downstream(n)) & set(order) for n in order}
 
         def work_on(name: str) -> DatasetRun:
-            return _run_dataset(workspace, name, holder, config.root, system_time, environ, on_event)
+            return _run_dataset(workspace, name, holder, config.root, system_time, environ, report)
 
         def finish(results: Mapping[str, DatasetRun]) -> RunResult:
             result = RunResult(
@@ -230,15 +262,17 @@ def run_project(
                 seconds=time.monotonic() - clock,
                 results=tuple(results[n] for n in order),
                 apply=applied,
+                log_file=log_file,
                 interrupted=stop.is_set() or any(r.status is Status.CANCELLED for r in results.values()),
             )
             write_run_results(result)
+            log.info("%s", result.summary())
             return result
 
         def cancelled(name: str, why: str) -> DatasetRun:
             return DatasetRun(name, _planned_work(workspace, name), Status.CANCELLED, message=why)
 
-        scheduler = _Scheduler(order, upstream, downstream, work_on, max(1, threads), on_event, stop)
+        scheduler = _Scheduler(order, upstream, downstream, work_on, max(1, threads), report, stop)
         try:
             results = scheduler.run(cancelled)
         except KeyboardInterrupt:

@@ -148,7 +148,7 @@ content:
 """
 
 
-def test_run_off_a_terminal_keeps_long_names_and_names_the_target(tmp_path: Path) -> None:
+def test_run_off_a_terminal_keeps_long_names_names_the_target_and_logs(tmp_path: Path) -> None:
     """The fetch finds no file, so the run fails without a JVM; its table and results are what counts."""
     root = tmp_path / "proj"
     (root / "datasets").mkdir(parents=True)
@@ -170,3 +170,11 @@ def test_run_off_a_terminal_keeps_long_names_and_names_the_target(tmp_path: Path
     saved = json.loads((root / ".odf" / RUN_RESULTS_FILE).read_text())
     assert saved["metadata"]["target"] == "dev", saved["metadata"]
     assert saved["interrupted"] is False
+    log = Path(saved["log_file"])  # the run's log: every event in full, under the workspace
+    assert (
+        log.parent == root / ".odf" / "logs"
+        and f"Log (with the warnings not shown here): {log}" in proc.stdout
+    )
+    text = log.read_text()
+    assert f"START {LONG} (ingest)" in text and f"ERROR {LONG} (ingest)" in text and "no files match" in text
+    assert "Run complete" in text
