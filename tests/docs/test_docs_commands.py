@@ -1,7 +1,7 @@
 """Every ``odfproj ...`` command line in docs/guide names a real command and only options it has.
 
 Command lines are taken from shell code blocks (```` ```bash ````, ```` ```sh ````, ```` ```console ````
-or no language) and from inline code spans, split at ``&&``, ``||``, ``|``, ``;`` and redirections;
+or no language), from inline code spans and from headings (the reference's synopses), split at ``&&``, ``||``, ``|``, ``;`` and redirections;
 each piece that starts with ``odfproj`` is checked against the command tree the CLI really builds
 (typer's click objects, so ``--help`` and the option names are the same ones users get). Words in
 capitals after the command (``FILE``, ``BLOCK_HASH``) are placeholders and not checked; synopsis
@@ -30,6 +30,7 @@ GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide"
 SHELL_LANGUAGES = {"", "bash", "sh", "shell", "console", "zsh"}
 
 _FENCE = re.compile(r"^\s*(```+|~~~+)\s*([\w+-]*)")
+_HEADING = re.compile(r"^#+\s+(odfproj\b[^`]*)$")
 _INLINE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 _SEPARATORS = re.compile(r"\s*(?:&&|\|\||[|;]|\d?>>?|<)\s*")
 
@@ -74,6 +75,9 @@ def extract_commands(path: Path, text: str) -> Iterator[DocCommand]:
             pending = ""
             yield from _commands_in(path, number, _strip_comment(line))
         else:
+            heading = _HEADING.match(raw)
+            if heading:  # the reference's synopses: ## odfproj plan [SELECTION] [--format ...]
+                yield from _commands_in(path, number, heading.group(1))
             for match in _INLINE.finditer(raw):
                 yield from _commands_in(path, number, match.group(1))
 
@@ -196,7 +200,7 @@ def test_every_command_line_in_the_guide_exists() -> None:
 
 
 PAGE = """\
-# A page
+## odfproj watch [SELECTION] [--apply] [--dry]
 
 Run `odfproj plan --colour always` to see it in colour.
 
@@ -219,6 +223,7 @@ def test_a_doc_naming_a_missing_option_fails_with_file_line_and_option(tmp_path:
     page = GUIDE / "example.md"  # only its name is used, to print a path relative to the repository
     found = list(extract_commands(page, PAGE))
     assert [(c.line, c.text) for c in found] == [
+        (1, "odfproj watch [SELECTION] [--apply] [--dry]"),
         (3, "odfproj plan --colour always"),
         (6, "odfproj validate"),
         (6, "odfproj run --threads 2 --fast"),
@@ -229,7 +234,10 @@ def test_a_doc_naming_a_missing_option_fails_with_file_line_and_option(tmp_path:
     ]
     root = _root()
     problems = [problem for command in found for problem in check(command, root)]
-    assert len(problems) == 4, problems
+    assert len(problems) == 5, problems
+    assert problems.pop(0).startswith(
+        "docs/guide/example.md:1: `odfproj watch [SELECTION] [--apply] [--dry]`"
+    )
     assert problems[0].startswith(
         "docs/guide/example.md:3: `odfproj plan --colour always`: odfproj plan has no option --colour"
     )

@@ -63,7 +63,7 @@ class _Run:
     """``odfproj run`` as a child process whose stdout and stderr lines arrive on queues."""
 
     def __init__(self, root: Path) -> None:
-        env = {**os.environ, "COLUMNS": "200"}
+        env = _env(root)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "odfproj", "run", "--no-validate-queries"],
             cwd=root,
@@ -116,9 +116,20 @@ class _Run:
         self.proc.send_signal(signal.SIGINT)
 
 
+def _env(root: Path) -> dict[str, str]:
+    """A private TMPDIR: the machine's /tmp is shared with other test runs that may clean it."""
+    scratch = root.parent / "tmp"
+    scratch.mkdir(exist_ok=True)
+    return {**os.environ, "COLUMNS": "200", "TMPDIR": str(scratch)}
+
+
 def _verify_clean(root: Path) -> None:
     verify = subprocess.run(
-        [sys.executable, "-m", "odfproj", "verify", "--integrity"], cwd=root, capture_output=True, timeout=300
+        [sys.executable, "-m", "odfproj", "verify", "--integrity"],
+        cwd=root,
+        capture_output=True,
+        timeout=300,
+        env=_env(root),
     )
     assert verify.returncode == 0, verify.stdout.decode() + verify.stderr.decode()
 
