@@ -22,6 +22,7 @@ from odfproj.odf import model
 from odfproj.project.config import WORKSPACE_ENV
 from odfproj.run.run import RUN_RESULTS_FILE
 from odfproj.storage.workspace import Workspace
+from tests.run.test_run import ROOT
 from tests.storage.helpers.chains import BASE_TIME, Writer, set_schema
 
 COMMANDS = (
@@ -127,29 +128,9 @@ def test_orphans_say_what_to_do_instead_of_promising_a_flag(project: Path) -> No
 
 LONG = "org.example.municipal.transport.weekday-ridership-by-station-and-hour-detailed"
 
-ROOT = """\
-kind: DatasetSnapshot
-version: 1
-content:
-  name: {name}
-  kind: Root
-  metadata:
-    - kind: SetPollingSource
-      fetch:
-        kind: FilesGlob
-        path: data/*.csv
-      read:
-        kind: Csv
-        header: true
-        schema:
-          - id BIGINT
-      merge:
-        kind: Append
-"""
-
 
 def test_run_off_a_terminal_keeps_long_names_names_the_target_and_logs(tmp_path: Path) -> None:
-    """The fetch finds no file, so the run fails without a JVM; its table and results are what counts."""
+    """No file matches the glob, so the run fails without a JVM; its table and results are what counts."""
     root = tmp_path / "proj"
     (root / "datasets").mkdir(parents=True)
     (root / "odfproj.yaml").write_text("name: long\n")

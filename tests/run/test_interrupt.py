@@ -19,33 +19,12 @@ from typing import IO
 import pytest
 
 from odfproj.run.run import RUN_RESULTS_FILE
+from tests.run.test_run import ROOT
 
 pytestmark = pytest.mark.spark
 
 #: Enough roots that, after the second has started, several are still waiting.
 ROOTS = 8
-
-ROOT = """\
-kind: DatasetSnapshot
-version: 1
-content:
-  name: {name}
-  kind: Root
-  metadata:
-    - kind: SetPollingSource
-      fetch:
-        kind: FilesGlob
-        path: data/{name}/*.csv
-      read:
-        kind: Csv
-        header: true
-        schema:
-          - id BIGINT
-          - city STRING
-      merge:
-        kind: Ledger
-        primaryKey: [id]
-"""
 
 
 def _project(root: Path) -> Path:
@@ -164,7 +143,7 @@ def test_first_ctrl_c_finishes_the_dataset_in_progress_and_cancels_the_rest(tmp_
         assert f"cancelled {name}: not started" in out
     _verify_clean(root)
     again = subprocess.run(
-        [sys.executable, "-m", "odfproj", "run"], cwd=root, capture_output=True, timeout=300
+        [sys.executable, "-m", "odfproj", "run"], cwd=root, capture_output=True, timeout=300, env=_env(root)
     )
     assert again.returncode == 0, again.stdout.decode() + again.stderr.decode()
     assert "Run complete" in again.stdout.decode()
