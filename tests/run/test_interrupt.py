@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import IO
 
@@ -167,3 +168,46 @@ def test_second_ctrl_c_stops_at_once_and_leaves_the_workspace_valid(tmp_path):
     assert any(r["status"] == "cancelled" for r in results.values())
     assert results["city.r0"]["status"] == "success", results["city.r0"]["message"]
     _verify_clean(root)
+
+
+def _children(pid: int) -> list[int]:
+    """Processes whose parent is ``pid`` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _wait_until(condition, what: str, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"gave up waiting for {what}")
+        time.sleep(0.1)
+
+
+def test_ctrl_c_while_the_jvm_starts_says_interrupted_and_leaves_no_jvm(tmp_path):
+    """`sql` starts the JVM on the main thread: the press is held until the launch returned."""
+    root = _project(tmp_path / "proj")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "odfproj", "sql", "SELECT 1 AS one"],
+        cwd=root,
+        env=_env(root),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    _wait_until(lambda: _children(proc.pid) or proc.poll() is not None, "the JVM to be launched")
+    jvm = _children(proc.pid)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=240)
+    text = out.decode() + err.decode()
+    assert proc.returncode == 130, text
+    assert jvm, "the JVM was launched before the interrupt"
+    assert "Traceback" not in text and "Java" not in text and "py4j" not in text.lower(), text
+    assert err.decode().rstrip().endswith("interrupted"), text
+    _wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in jvm), "the JVM to exit")
