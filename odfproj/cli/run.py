@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -86,35 +87,21 @@ def run(
     request = plan_request(target, select, exclude, changed_since, variables)
     holder = SparkSessionHolder(spark_settings(config, target, verbose=state.verbose))
     console = Console(highlight=False)
-    with stopped_after(holder):
-        if sys.stdout.isatty():
-            view = _LiveView()
-            with (
-                Live(view, console=console, refresh_per_second=4, transient=True),
-                graceful_interrupt(lambda: view.interrupt(FIRST_INTERRUPT)) as stop,
-            ):
-                result = run_project(
-                    config,
-                    request,
-                    holder=holder,
-                    threads=threads,
-                    on_event=view.update,
-                    lock_timeout=lock_timeout,
-                    validate_queries=validate_queries,
-                    cancel=stop,
-                )
-        else:
-            with graceful_interrupt(lambda: say(FIRST_INTERRUPT)) as stop:
-                result = run_project(
-                    config,
-                    request,
-                    holder=holder,
-                    threads=threads,
-                    on_event=_print_line,
-                    lock_timeout=lock_timeout,
-                    validate_queries=validate_queries,
-                    cancel=stop,
-                )
+    live = sys.stdout.isatty()
+    view = _LiveView()
+    display = Live(view, console=console, refresh_per_second=4, transient=True) if live else nullcontext()
+    on_first = (lambda: view.interrupt(FIRST_INTERRUPT)) if live else (lambda: say(FIRST_INTERRUPT))
+    with stopped_after(holder), display, graceful_interrupt(on_first) as stop:
+        result = run_project(
+            config,
+            request,
+            holder=holder,
+            threads=threads,
+            on_event=view.update if live else _print_line,
+            lock_timeout=lock_timeout,
+            validate_queries=validate_queries,
+            cancel=stop,
+        )
     _summary(console, result)
     if result.interrupted:
         raise typer.Exit(130)
@@ -122,14 +109,9 @@ def run(
         raise typer.Exit(1)
 
 
-def event_line(event: RunEvent) -> str | None:
-    """One line per run event (none for ``queued``), for output that is not a terminal (CI logs)
-    and for watch --apply; names are never shortened."""
-    return event.line()
-
-
 def _print_line(event: RunEvent) -> None:
-    line = event_line(event)
+    """Off a terminal (CI logs, a pipe): one line per event, names never shortened."""
+    line = event.line()
     if line is not None:
         typer.echo(line)
 

@@ -16,7 +16,6 @@ from odfproj.cli.options import (
     VarOption,
     plan_request,
 )
-from odfproj.cli.run import event_line
 from odfproj.engine.session import SparkSessionHolder
 from odfproj.plan.model import Action
 from odfproj.plan.render import render_text
@@ -136,6 +135,6 @@ def _header(cycle: WatchCycle) -> str:
 
 
 def _print_run_event(event: RunEvent) -> None:
-    line = event_line(event)
+    line = event.line()
     if line is not None:
         typer.echo(f"  {line}")
