@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from odfproj.cli.context import CliState
+from odfproj.cli.interrupt import SECOND_PRESS, graceful_interrupt, say
 from odfproj.cli.options import (
     ChangedSinceOption,
     ExcludeOption,
@@ -45,6 +46,7 @@ def apply(
     lock_timeout: float | None = typer.Option(
         None,
         "--lock-timeout",
+        metavar="SECONDS",
         help="Seconds to wait for another apply to finish (default: fail at once naming it).",
     ),
     validate_queries: bool = ValidateQueriesOption,
@@ -55,6 +57,7 @@ def apply(
     With PLANFILE, applies exactly that plan and refuses it, naming the dataset, if any dataset's head
     moved since it was made. Datasets are handled in dependency order, each in one atomic commit;
     refused changes stop the apply before anything is written. Applying twice changes nothing.
+    Ctrl-C while applying stops after the dataset in progress (exit 130); apply again to finish.
     """
     config = load_project(project)
     workspace = Workspace(config.workspace(target))
@@ -87,8 +90,11 @@ def apply(
         if not plan.has_changes:
             typer.echo("No changes. The workspace matches the plan.")
             return
-        result = apply_plan(plan, workspace, on_step=_report)
+        with graceful_interrupt(lambda: say(f"interrupted: finishing this dataset; {SECOND_PRESS}")) as stop:
+            result = apply_plan(plan, workspace, on_step=_report, cancel=stop)
     typer.echo(result.summary())
+    if result.not_applied:
+        raise typer.Exit(130)
 
 
 def _confirm() -> None:

@@ -7,11 +7,15 @@ from pathlib import Path
 
 import typer
 
+from odfproj.cli import metavars
 from odfproj.cli.io import in_file, read_input
 from odfproj.errors import OdfprojError
 from odfproj.odf import blocks
 
-app = typer.Typer(help="Inspect metadata blocks: hash, encode to and decode from the binary manifest form.")
+app = typer.Typer(
+    cls=metavars.Group,
+    help="Inspect metadata blocks: hash, encode to and decode from the binary manifest form.",
+)
 
 VERSION_HELP = (
     "Binary layout version: 2 (ODF 0.34/0.35 era, the default) or 3 (Timestamp aligned to 4). "
@@ -19,7 +23,7 @@ VERSION_HELP = (
 )
 
 
-@app.command("hash")
+@app.command("hash", cls=metavars.Command)
 def hash_(
     file: str = typer.Argument(..., help="A MetadataBlock YAML manifest ('-' for stdin)."),
     version: int | None = typer.Option(None, "--version", min=2, max=3, help=VERSION_HELP),
@@ -32,11 +36,13 @@ def hash_(
         raise in_file(file, e) from None
 
 
-@app.command("encode")
+@app.command("encode", cls=metavars.Command)
 def encode(
     file: str = typer.Argument(..., help="A MetadataBlock YAML manifest ('-' for stdin)."),
     version: int | None = typer.Option(None, "--version", min=2, max=3, help=VERSION_HELP),
-    out: Path | None = typer.Option(None, "-o", "--out", help="Write here instead of standard output."),
+    out: Path | None = typer.Option(
+        None, "-o", "--out", help="Write here instead of standard output.", metavar="FILE"
+    ),
 ) -> None:
     """Write the block's binary manifest (the exact bytes that are stored and hashed)."""
     text = read_input(file)
@@ -52,7 +58,7 @@ def encode(
         sys.stdout.buffer.write(data)
 
 
-@app.command("decode")
+@app.command("decode", cls=metavars.Command)
 def decode(file: str = typer.Argument(..., help="A binary block file ('-' for stdin).")) -> None:
     """Print a binary block as its YAML manifest."""
     data = read_input(file)

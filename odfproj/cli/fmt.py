@@ -20,7 +20,7 @@ def fmt(
         False, "--check", help="Write nothing; list the files that would change and exit 1 if any."
     ),
     project: Path | None = typer.Option(
-        None, "--project", help="Project folder (default: discovered upwards)."
+        None, "--project", help="Project folder (default: discovered upwards).", metavar="DIR"
     ),
 ) -> None:
     """Format manifests: envelope, content and each event's keys in schema order, 2-space indentation.

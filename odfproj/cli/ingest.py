@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from odfproj.cli.context import CliState
+from odfproj.cli.interrupt import stopped_after
 from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, TargetOption
 from odfproj.engine.session import SparkSessionHolder
 from odfproj.engine.spark import SparkEngine
@@ -33,8 +34,8 @@ def ingest(
     source: str | None = typer.Option(
         None, "--source", help="The push source (AddPushSource) to use; needed when there are several."
     ),
-    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP),
-    project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP),
+    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP, metavar="DIR"),
+    project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP, metavar="DIR"),
     target: str | None = TargetOption,
 ) -> None:
     """Read FILEs through the push source's read, preprocess and merge steps and commit them as one block.
@@ -57,7 +58,7 @@ def ingest(
             if applied is not None:
                 typer.echo(f"{dataset}: applied its pending definition ({len(applied.steps)} step(s))")
         handle = opened.open(dataset)
-        paths: list[Path] = []
+        paths: list[Path] = []  # Ctrl-C: the push is one atomic commit, made entirely or not at all
         names: list[str] = []
         for item in files:
             if item == STDIN:
@@ -69,12 +70,12 @@ def ingest(
             else:
                 paths.append(Path(item).absolute())  # the JVM may not share our working folder
                 names.append(item)
-        result = ingest_push(
-            handle, SparkEngine(holder), paths, source_name=source, display_names=names, work_dir=work
-        )
+        with stopped_after(holder):
+            result = ingest_push(
+                handle, SparkEngine(holder), paths, source_name=source, display_names=names, work_dir=work
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
-        holder.stop()
     if result.up_to_date:
         typer.echo(f"{dataset}: nothing to add (source {result.source})")
     else:

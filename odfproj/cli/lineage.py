@@ -18,7 +18,7 @@ def lineage(
         LineageFormat.text, "--format", help="text, dot (Graphviz), mermaid (renders on GitHub) or json."
     ),
     project: Path | None = typer.Option(
-        None, "--project", help="Project folder (default: discovered upwards)."
+        None, "--project", help="Project folder (default: discovered upwards).", metavar="DIR"
     ),
     target: str | None = typer.Option(
         None, "--target", "-t", help="Target used to render templated manifests (default: the project's)."

@@ -19,8 +19,8 @@ def log(
     oneline: bool = typer.Option(
         False, "--oneline", help="One line per block: hash, sequence, kind, summary."
     ),
-    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP),
-    project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP),
+    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP, metavar="DIR"),
+    project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP, metavar="DIR"),
 ) -> None:
     """Show a dataset's metadata blocks, newest first."""
     opened = resolve_workspace(workspace, project).open(dataset)

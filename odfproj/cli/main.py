@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import suppress
+from typing import NoReturn
 
 import typer
 
@@ -16,6 +18,7 @@ from odfproj.cli import (
     init,
     lineage,
     log,
+    metavars,
     plan,
     query,
     redact,
@@ -26,11 +29,12 @@ from odfproj.cli import (
     verify,
     watch,
 )
-from odfproj.cli.context import CliState, fail
+from odfproj.cli.context import CliState, fail, stderr_console
 from odfproj.errors import OdfprojError
 
 app = typer.Typer(
     name="odfproj",
+    cls=metavars.Group,
     help="Declarative GitOps projects for Open Data Fabric datasets: validate, plan, apply, run.",
     no_args_is_help=True,
     add_completion=False,
@@ -40,20 +44,23 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(block.app, name="block")
-app.command("init")(init.init)
-app.command("validate")(validate.validate)
-app.command("fmt")(fmt.fmt)
-app.command("plan")(plan.plan)
-app.command("apply")(apply.apply)
-app.command("log")(log.log)
-app.command("verify")(verify.verify)
-app.command("lineage")(lineage.lineage)
-app.command("render")(render.render)
-app.command("ingest")(ingest.ingest)
-app.command("run")(run.run)
-app.command("query")(query.query)
-app.command("sql")(sql.sql)
-app.command("watch")(watch.watch)
+for _name, _function in (
+    ("init", init.init),
+    ("validate", validate.validate),
+    ("fmt", fmt.fmt),
+    ("plan", plan.plan),
+    ("apply", apply.apply),
+    ("log", log.log),
+    ("verify", verify.verify),
+    ("lineage", lineage.lineage),
+    ("render", render.render),
+    ("ingest", ingest.ingest),
+    ("run", run.run),
+    ("query", query.query),
+    ("sql", sql.sql),
+    ("watch", watch.watch),
+):
+    app.command(_name, cls=metavars.Command)(_function)
 
 
 def _version(value: bool) -> None:
@@ -90,7 +97,7 @@ def main() -> None:
     except typer.Abort:
         fail("aborted", 1)
     except KeyboardInterrupt:
-        fail("interrupted", 130)
+        _interrupted()
     except BrokenPipeError:
         # `odfproj log X | head`: the reader left; Python would complain again when flushing stdout.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -105,7 +112,23 @@ def main() -> None:
         fail(
             f"internal error: {type(e).__name__}: {e} (this is a bug; rerun with --debug for a traceback)", 70
         )
+    if code == 130:  # typer turns a KeyboardInterrupt into this code, silently
+        _interrupted()
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _interrupted() -> NoReturn:
+    """Ctrl-C that reached the top: one line, then exit 130 at once.
+
+    ``os._exit`` because a run's worker threads cannot be stopped and Python would wait for them
+    at exit (the graceful path, waiting for the datasets in progress, is the first Ctrl-C's; see
+    :mod:`odfproj.cli.interrupt`). Every commit is atomic, so each dataset stays valid; the JVM,
+    if one started, exits when its stdin pipe closes.
+    """
+    with suppress(OSError, ValueError):
+        sys.stdout.flush()
+    stderr_console().print("[bold]interrupted[/]", markup=True)
+    os._exit(130)
 
 
 if __name__ == "__main__":

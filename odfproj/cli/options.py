@@ -22,16 +22,21 @@ from odfproj.transform.validate import query_checker
 PROJECT_HELP = "Project folder (default: found by walking up from the current folder)."
 WORKSPACE_HELP = "Workspace folder (default: the project's, usually .odf/ in the project)."
 
-ProjectOption = typer.Option(None, "--project", help=PROJECT_HELP)
-TargetOption = typer.Option(None, "--target", "-t", help="Target from odfproj.yaml (default: its default).")
+ProjectOption = typer.Option(None, "--project", help=PROJECT_HELP, metavar="DIR")
+TargetOption = typer.Option(
+    None, "--target", "-t", help="Target from odfproj.yaml (default: its default).", metavar="NAME"
+)
 SelectOption = typer.Option(
     None,
     "--select",
     "-s",
     help="Datasets to work on: NAME, +NAME (with upstream), NAME+ (with downstream), path:GLOB, "
     "tag:KEYWORD; repeat or separate with spaces. Default: all.",
+    metavar="ITEM",
 )
-ExcludeOption = typer.Option(None, "--exclude", help="Datasets to leave out (same grammar as --select).")
+ExcludeOption = typer.Option(
+    None, "--exclude", help="Datasets to leave out (same grammar as --select).", metavar="ITEM"
+)
 ChangedSinceOption = typer.Option(
     None,
     "--changed-since",
@@ -46,7 +51,10 @@ ValidateQueriesOption = typer.Option(
     "shown as not validated and only run finds their errors.",
 )
 VarOption = typer.Option(
-    None, "--var", help="Override a project var: KEY=VALUE (VALUE is read as YAML). Repeatable."
+    None,
+    "--var",
+    help="Override a project var: KEY=VALUE (VALUE is read as YAML). Repeatable.",
+    metavar="KEY=VALUE",
 )
 
 

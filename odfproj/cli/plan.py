@@ -58,6 +58,7 @@ def plan(
     out: Path | None = typer.Option(
         None,
         "--out",
+        metavar="FILE",
         help="Also save the plan to FILE (JSON, pinned to every dataset's head) for `odfproj apply FILE`.",
     ),
     detailed_exitcode: bool = typer.Option(

@@ -14,16 +14,20 @@ import typer
 from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, resolve_workspace
 from odfproj.cli.tables import QueryFormat, print_table
 from odfproj.errors import InvalidValueError, OdfprojError
+from odfproj.odf.data_schema import Vocab
 from odfproj.odf.multiformats import Multihash
 from odfproj.odf.timestamps import parse_rfc3339
 from odfproj.state.dataset_index import primary_key_of
 from odfproj.state.read import read_changelog, read_state
+from odfproj.storage.dataset import Dataset
 from odfproj.storage.errors import IntegrityError
 
 
 def query(
     dataset: str = typer.Argument(..., help="Dataset name (case-insensitive)."),
-    limit: int = typer.Option(20, "--limit", "-n", min=0, help="At most this many rows (0: all)."),
+    limit: int = typer.Option(
+        20, "--limit", "-n", min=0, help="At most this many rows (0: all).", metavar="N"
+    ),
     output_format: QueryFormat = typer.Option(
         QueryFormat.table, "--format", help="table, csv or json lines."
     ),
@@ -32,10 +36,11 @@ def query(
     as_at: str | None = typer.Option(
         None,
         "--as-at",
-        help="With --state: the state as known at an RFC 3339 system time or after a block hash.",
+        metavar="TIME|HASH",
+        help="With --state: the state as known at an RFC 3339 system time, or after a block (its hash, or the short hash that log --oneline prints).",
     ),
-    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP),
-    project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP),
+    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP, metavar="DIR"),
+    project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP, metavar="DIR"),
 ) -> None:
     """Show a dataset's rows: its current state (datasets with a primary key) or its changelog."""
     if changelog and (state or as_at):
@@ -51,19 +56,45 @@ def query(
         if changelog or not keyed:
             table = read_changelog(opened, limit=limit or None)
         else:
-            table = read_state(opened, as_at=_as_at(as_at) if as_at else None)
+            table = read_state(opened, as_at=_as_at(opened, as_at) if as_at else None)
             table = table.slice(0, limit) if limit else table
     except IntegrityError as e:  # a damaged data file: name the dataset as well as the file
         raise IntegrityError(f"dataset {opened.name}: {e}") from None
-    print_table(table, output_format)
+    print_table(table, output_format, op_column=Vocab.of(opened.projection().set_vocab).op)
 
 
-def _as_at(text: str) -> datetime | Multihash:
+def _as_at(dataset: Dataset, text: str) -> datetime | Multihash:
+    """A system time, a full block hash, or the short hash ``log --oneline`` prints (any unique
+    beginning or end of a block's hash)."""
     try:
         return Multihash.from_multibase(text)
-    except InvalidValueError:  # not a hash: try a time
+    except InvalidValueError:  # not a full hash: try a time, then an abbreviation
         pass
     try:
         return parse_rfc3339(text)
     except InvalidValueError:
-        raise OdfprojError(f"--as-at {text!r}: expected an RFC 3339 time or a block hash") from None
+        pass
+    if len(text) >= _SHORTEST_ABBREVIATION and all(c in "0123456789abcdef" for c in text.lower()):
+        return _abbreviated_block(dataset, text.lower())
+    raise OdfprojError(
+        f"--as-at {text!r}: expected an RFC 3339 time or a block hash (as `odfproj log` prints it)"
+    ) from None
+
+
+#: Fewer hex digits than this are too likely to match more than one block.
+_SHORTEST_ABBREVIATION = 4
+
+
+def _abbreviated_block(dataset: Dataset, text: str) -> Multihash:
+    matches = [
+        block_hash
+        for block_hash, _ in dataset.iter_blocks()
+        if (full := block_hash.to_multibase()).endswith(text) or full.startswith(text)
+    ]
+    if not matches:
+        raise OdfprojError(f"--as-at {text!r}: no block of dataset {dataset.name} has a hash like that")
+    if len(matches) > 1:
+        raise OdfprojError(
+            f"--as-at {text!r}: {len(matches)} blocks of dataset {dataset.name} match; give more characters"
+        )
+    return matches[0]

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
+from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
 from odfproj.cli.context import CliState
+from odfproj.cli.interrupt import SECOND_PRESS, graceful_interrupt, say, stopped_after
 from odfproj.cli.options import (
+    ChangedSinceOption,
     ExcludeOption,
     ProjectOption,
     SelectOption,
@@ -33,7 +38,18 @@ from odfproj.run.run import (
     run_project,
 )
 
-_STYLE = {Status.SUCCESS: "green", Status.ERROR: "bold red", Status.SKIPPED: "yellow"}
+_STYLE = {
+    Status.SUCCESS: "green",
+    Status.ERROR: "bold red",
+    Status.SKIPPED: "yellow",
+    Status.CANCELLED: "magenta",
+}
+
+#: Printed on the first Ctrl-C of a run.
+FIRST_INTERRUPT = (
+    "interrupted: finishing the datasets in progress and starting no more; "
+    f"{SECOND_PRESS} (every commit is atomic)"
+)
 
 
 def run(
@@ -42,11 +58,15 @@ def run(
     target: str | None = TargetOption,
     select: list[str] | None = SelectOption,
     exclude: list[str] | None = ExcludeOption,
+    changed_since: str | None = ChangedSinceOption,
     variables: list[str] | None = VarOption,
-    threads: int = typer.Option(1, "--threads", min=1, help="Datasets to process at the same time."),
+    threads: int = typer.Option(
+        1, "--threads", min=1, help="Datasets to process at the same time.", metavar="N"
+    ),
     lock_timeout: float | None = typer.Option(
         None,
         "--lock-timeout",
+        metavar="SECONDS",
         help="Seconds to wait for another apply/run to finish (default: fail at once).",
     ),
     validate_queries: bool = ValidateQueriesOption,
@@ -56,84 +76,92 @@ def run(
     Roots with a polling source are ingested; derivatives are transformed. A failing dataset is
     reported and its downstream skipped; the others still run. Exits 1 if any dataset failed.
     Results are also written to run_results.json in the workspace.
+
+    Ctrl-C stops starting datasets, lets the ones in progress finish, prints what finished and
+    what was cancelled, and exits 130; a second Ctrl-C stops at once (every commit is atomic, so
+    each dataset stays valid).
     """
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
     config = load_project(project)
-    request = plan_request(target, select, exclude, None, variables)
+    request = plan_request(target, select, exclude, changed_since, variables)
     holder = SparkSessionHolder(spark_settings(config, target, verbose=state.verbose))
     console = Console(highlight=False)
     live = sys.stdout.isatty()
-    try:
-        if live:
-            view = _LiveView()
-            with Live(view.render(), console=console, refresh_per_second=8, transient=True) as display:
-
-                def on_event(event: RunEvent) -> None:
-                    view.update(event)
-                    display.update(view.render())
-
-                result = run_project(
-                    config,
-                    request,
-                    holder=holder,
-                    threads=threads,
-                    on_event=on_event,
-                    lock_timeout=lock_timeout,
-                    validate_queries=validate_queries,
-                )
-        else:
-            result = run_project(
-                config,
-                request,
-                holder=holder,
-                threads=threads,
-                on_event=_print_line,
-                lock_timeout=lock_timeout,
-                validate_queries=validate_queries,
-            )
-    finally:
-        holder.stop()
+    view = _LiveView()
+    display = Live(view, console=console, refresh_per_second=4, transient=True) if live else nullcontext()
+    on_first = (lambda: view.interrupt(FIRST_INTERRUPT)) if live else (lambda: say(FIRST_INTERRUPT))
+    with stopped_after(holder), display, graceful_interrupt(on_first) as stop:
+        result = run_project(
+            config,
+            request,
+            holder=holder,
+            threads=threads,
+            on_event=view.update if live else _print_line,
+            lock_timeout=lock_timeout,
+            validate_queries=validate_queries,
+            cancel=stop,
+        )
     _summary(console, result)
+    if result.interrupted:
+        raise typer.Exit(130)
     if not result.ok:
         raise typer.Exit(1)
 
 
-def event_line(event: RunEvent) -> str:
-    """One line per run event, for output that is not a terminal (CI logs) and for watch --apply."""
-    if event.phase == "start":
-        return f"START {event.dataset} ({event.work.value})"
-    r = event.result
-    assert r is not None
-    detail = f"{r.records_added} record(s)" if r.status is Status.SUCCESS else r.message
-    if r.status is Status.SUCCESS and r.message:
-        detail += f", {r.message}"
-    return f"{r.status.value.upper()} {r.dataset} ({r.work.value}) in {r.seconds:.1f}s: {detail}"
-
-
 def _print_line(event: RunEvent) -> None:
-    typer.echo(event_line(event))
+    """Off a terminal (CI logs, a pipe): one line per event, names never shortened."""
+    line = event.line()
+    if line is not None:
+        typer.echo(line)
 
 
 class _LiveView:
-    """The per-dataset progress table, updated from worker threads."""
+    """The per-dataset progress table, updated from worker threads and re-drawn by rich's refresh.
+
+    Rich calls ``__rich__`` on every refresh, so the counter and the running datasets' clocks move
+    even while no event arrives (a long ingest, the JVM starting).
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._rows: dict[str, tuple[str, str]] = {}
+        #: name -> (status, detail, started); ``started`` is set while the dataset runs.
+        self._rows: dict[str, tuple[str, str, float | None]] = {}
+        self._finished: set[str] = set()
+        self._started = time.monotonic()
+        self._note = ""
 
     def update(self, event: RunEvent) -> None:
+        now = time.monotonic()
         with self._lock:
-            if event.phase == "start":
-                self._rows[event.dataset] = (f"[cyan]running[/] ({event.work.value})", "")
+            since = self._rows.get(event.dataset, ("", "", now))[2] or now
+            if event.phase == "queued":
+                self._rows[event.dataset] = ("[dim]queued[/]", "", None)
+            elif event.phase == "start":
+                self._rows[event.dataset] = (f"[cyan]running[/] ({event.work.value})", "", now)
+            elif event.phase == "spark":
+                self._rows[event.dataset] = (f"[cyan]starting Spark[/] ({event.work.value})", "", since)
             elif event.result is not None:
-                self._rows[event.dataset] = (_status(event.result), _detail(event.result))
+                self._rows[event.dataset] = (_status(event.result), _detail(event.result), None)
+                self._finished.add(event.dataset)
 
-    def render(self) -> Table:
+    def interrupt(self, note: str) -> None:
+        """Called from the signal handler: only sets a field that the next refresh shows."""
+        self._note = note
+
+    def __rich__(self) -> Group:
+        now = time.monotonic()
         table = Table(box=None, show_header=False, pad_edge=False)
         with self._lock:
-            for name, (status, detail) in self._rows.items():
-                table.add_row(escape(name), status, escape(detail))
-        return table
+            done = len(self._finished)
+            running = sum(1 for _, _, since in self._rows.values() if since is not None)
+            for name, (status, detail, since) in self._rows.items():
+                clock = f"{now - since:.0f}s" if since is not None else ""
+                table.add_row(escape(name), status, clock, escape(detail))
+        head = f"[bold]{done} of {len(self._rows)}[/] done, {running} running, {now - self._started:.0f}s"
+        lines: list[Any] = [head, table]
+        if self._note:
+            lines.append(f"[magenta]{escape(self._note)}[/]")
+        return Group(*lines)
 
 
 def _status(r: DatasetRun) -> str:
@@ -147,8 +175,15 @@ def _detail(r: DatasetRun) -> str:
 
 
 def _summary(console: Console, result: RunResult) -> None:
-    """A table of every dataset, then the full message of each failure and skip (tables wrap badly)."""
-    if result.apply is not None and result.apply.changed:
+    """A table of every dataset, then the full message of each failure and skip (tables wrap badly).
+
+    Off a terminal (CI logs, a pipe) rich would squeeze the table into 80 columns and cut dataset
+    names; the console is made as wide as the longest name needs instead.
+    """
+    if not console.is_terminal:
+        longest = max((len(r.dataset) for r in result.results), default=0)
+        console = Console(highlight=False, width=max(100, longest + 60))
+    if result.apply is not None and (result.apply.changed or result.apply.not_applied):
         console.print(escape(result.apply.summary()))
     table = Table()
     for column in ("Dataset", "Work", "Status", "Records", "Blocks", "Time"):
@@ -168,3 +203,7 @@ def _summary(console: Console, result: RunResult) -> None:
             console.print(f"{_status(r)} {escape(r.dataset)}: {escape(r.message)}", soft_wrap=True)
     console.print(escape(result.summary()))
     console.print(f"Results written to {escape(str(result.workspace / RUN_RESULTS_FILE))}", soft_wrap=True)
+    if result.log_file is not None:
+        console.print(
+            f"Log (with the warnings not shown here): {escape(str(result.log_file))}", soft_wrap=True
+        )

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from odfproj.cli.context import CliState
+from odfproj.cli.interrupt import stopped_after
 from odfproj.cli.io import read_input
 from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, project_engine, resolve_workspace
 from odfproj.cli.tables import QueryFormat, print_table
@@ -22,14 +23,16 @@ def sql(
         help="A Spark SQL query, or - to read it from standard input. Quote dataset names with backticks.",
     ),
     as_at: str | None = typer.Option(
-        None, "--as-at", help="Every dataset as it was known at this RFC 3339 system time."
+        None, "--as-at", help="Every dataset as it was known at this RFC 3339 system time.", metavar="TIME"
     ),
-    limit: int = typer.Option(100, "--limit", "-n", min=0, help="At most this many rows (0: all)."),
+    limit: int = typer.Option(
+        100, "--limit", "-n", min=0, help="At most this many rows (0: all).", metavar="N"
+    ),
     output_format: QueryFormat = typer.Option(
         QueryFormat.table, "--format", help="table, csv or json lines."
     ),
-    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP),
-    project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP),
+    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP, metavar="DIR"),
+    project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP, metavar="DIR"),
 ) -> None:
     """Run a Spark SQL query over the workspace's datasets, each exposed as a view.
 
@@ -56,8 +59,6 @@ def sql(
             ) from None
     opened = resolve_workspace(workspace, project)
     engine = project_engine(project, workspace, verbose=state.verbose)
-    try:
+    with stopped_after(engine.holder):  # Ctrl-C: nothing to finish, the query is read-only
         table = run_sql(engine, opened, text, as_at=moment, limit=limit or None)
-    finally:
-        engine.holder.stop()
     print_table(table, output_format)

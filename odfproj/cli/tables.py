@@ -12,6 +12,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from odfproj.odf.data_schema import Op
+
 
 class QueryFormat(enum.StrEnum):
     table = "table"
@@ -19,7 +21,15 @@ class QueryFormat(enum.StrEnum):
     json = "json"
 
 
-def print_table(table: pa.Table, output_format: QueryFormat) -> None:
+#: Printed under a table that shows operation types as codes.
+OP_LEGEND = "op: +A append, -R retract, -C correction (old values), +C correction (new values)"
+
+
+def print_table(table: pa.Table, output_format: QueryFormat, *, op_column: str | None = None) -> None:
+    """Print ``table``; in the table format, ``op_column``'s 0-3 show as ``+A -R -C +C`` with a legend.
+
+    CSV and JSON keep the numbers the files store, for tools.
+    """
     if output_format is QueryFormat.csv:
         sink = pa.BufferOutputStream()
         pacsv.write_csv(table, sink)
@@ -33,13 +43,23 @@ def print_table(table: pa.Table, output_format: QueryFormat) -> None:
     out = Table(show_header=True, header_style="bold")
     for name in table.column_names:
         out.add_column(name)
+    coded = op_column in table.column_names
     for row in rows:
-        out.add_row(*(_cell(v) for v in row.values()))
+        out.add_row(*(_op(v) if coded and k == op_column else _cell(v) for k, v in row.items()))
     console = Console()
     if not console.is_terminal:
         console = Console(width=200)  # piped or in CI: do not squeeze columns into 80 characters
     console.print(out)
     typer.echo(f"({table.num_rows} row(s))")
+    if coded:
+        typer.echo(OP_LEGEND)
+
+
+def _op(value: object) -> str:
+    try:
+        return Op(value).code  # type: ignore[arg-type]
+    except ValueError:
+        return _cell(value)
 
 
 def _cell(value: object) -> str:

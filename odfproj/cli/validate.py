@@ -17,7 +17,7 @@ def validate(
         None, help="Manifest files or folders. Default: every manifest of the project."
     ),
     project: Path | None = typer.Option(
-        None, "--project", help="Project folder (default: discovered upwards)."
+        None, "--project", help="Project folder (default: discovered upwards).", metavar="DIR"
     ),
     target: str | None = TargetOption,
     variables: list[str] | None = VarOption,

@@ -27,8 +27,8 @@ def verify(
         help="Also re-execute every recorded transform of each derivative and compare logical hashes "
         "(starts Spark); implies --integrity.",
     ),
-    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP),
-    project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP),
+    workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP, metavar="DIR"),
+    project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP, metavar="DIR"),
 ) -> None:
     """Verify block hashes, chain invariants, data files and identities; exit 1 if anything is wrong.
 

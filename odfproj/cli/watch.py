@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from odfproj.cli.context import CliState
+from odfproj.cli.interrupt import SECOND_PRESS, graceful_interrupt, say, stopped_after
 from odfproj.cli.options import (
     ExcludeOption,
     ProjectOption,
@@ -15,7 +16,6 @@ from odfproj.cli.options import (
     VarOption,
     plan_request,
 )
-from odfproj.cli.run import event_line
 from odfproj.engine.session import SparkSessionHolder
 from odfproj.plan.model import Action
 from odfproj.plan.render import render_text
@@ -42,7 +42,7 @@ def watch(
         "on the first data work and keeps it warm). A plan with refused changes is shown, not applied.",
     ),
     threads: int = typer.Option(
-        1, "--threads", min=1, help="With --apply: datasets to run at the same time."
+        1, "--threads", min=1, help="With --apply: datasets to run at the same time.", metavar="N"
     ),
     show_unchanged: bool = typer.Option(False, "--show-unchanged", help="List unchanged datasets too."),
 ) -> None:
@@ -59,24 +59,28 @@ def watch(
     request = plan_request(target, select, exclude, None, variables)
     holder = SparkSessionHolder(spark_settings(config, target, verbose=state.verbose)) if apply else None
     printer = _CyclePrinter(show_unchanged=show_unchanged, apply=apply)
-    watcher = Watcher(
-        config,
-        request,
-        apply=apply,
-        holder=holder,
-        threads=threads,
-        on_run_event=_print_run_event,
-        on_planned=printer.planned,
-        debug=state.debug,
-    )
-    typer.echo(f"watching {watcher.manifest_count()} manifests in {config.root}; Ctrl-C to stop")
-    try:
-        watch_loop(watcher, on_cycle=printer.finished)
-    except KeyboardInterrupt:
-        typer.echo("stopped watching")
-    finally:
-        if holder is not None:
-            holder.stop()
+    # The first Ctrl-C ends the loop and a run in progress (between datasets) alike; the second
+    # stops at once.
+    first_press = f"stopping: finishing the datasets in progress; {SECOND_PRESS}"
+    with graceful_interrupt((lambda: say(first_press)) if apply else None) as stop:
+        watcher = Watcher(
+            config,
+            request,
+            apply=apply,
+            holder=holder,
+            threads=threads,
+            on_run_event=_print_run_event,
+            on_planned=printer.planned,
+            debug=state.debug,
+            cancel=stop,
+        )
+        typer.echo(f"watching {watcher.manifest_count()} manifests in {config.root}; Ctrl-C to stop")
+        if holder is None:
+            watch_loop(watcher, on_cycle=printer.finished, stop_event=stop)
+        else:
+            with stopped_after(holder):
+                watch_loop(watcher, on_cycle=printer.finished, stop_event=stop)
+    typer.echo("stopped watching")
 
 
 class _CyclePrinter:
@@ -131,4 +135,6 @@ def _header(cycle: WatchCycle) -> str:
 
 
 def _print_run_event(event: RunEvent) -> None:
-    typer.echo(f"  {event_line(event)}")
+    line = event.line()
+    if line is not None:
+        typer.echo(f"  {line}")

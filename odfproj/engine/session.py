@@ -6,14 +6,17 @@ plan, a no-op run) never create a session. ``SparkSessionHolder.created`` lets c
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import IO, TYPE_CHECKING
+from types import FrameType, MappingProxyType
+from typing import IO, TYPE_CHECKING, Any
 
 from odfproj.errors import EngineError
 
@@ -72,19 +75,91 @@ def create_spark_session(settings: SparkSettings) -> SparkSession:
     conf = SparkConf().setMaster(settings.master).setAppName(settings.app_name)
     for key, value in settings.effective_conf().items():
         conf.set(key, value)
-    try:
-        _launch_quiet_gateway(conf, settings.verbose)
-        session = SparkSession.builder.config(conf=conf).getOrCreate()
-    except Exception as e:  # the JVM failed to start: no Java, bad master URL, ...
-        raise EngineError(
-            f"could not start Spark (master {settings.master}): {_first_line(e)}; "
-            "is Java 17+ installed or JAVA_HOME set? (./dev installs a JRE when none is found)"
-        ) from None
+    with _noting_interrupts() as interrupted:
+        try:
+            _launch_quiet_gateway(conf, settings.verbose)
+            session = SparkSession.builder.config(conf=conf).getOrCreate()
+        except Exception as e:  # the JVM failed to start: no Java, bad master URL, ...
+            if interrupted.is_set():  # PySpark's clean-up after a Ctrl-C failed in turn: not a Java problem
+                raise KeyboardInterrupt from None
+            raise EngineError(
+                f"could not start Spark (master {settings.master}): {_first_line(e)}; "
+                "is Java 17+ installed or JAVA_HOME set? (./dev installs a JRE when none is found)"
+            ) from None
     # Failures reach the user as one-line EngineErrors; Spark's own ERROR logs would repeat them
     # with Java stack traces, so they are shown only with -v.
     session.sparkContext.setLogLevel("WARN" if settings.verbose else "FATAL")
     _quiet_python_loggers(settings.verbose)
     return session
+
+
+@contextmanager
+def _noting_interrupts() -> Iterator[threading.Event]:
+    """Notice a Ctrl-C while the session starts, so that it is reported as an interrupt and nothing else.
+
+    A KeyboardInterrupt inside PySpark's start-up makes it stop the half-made context, which fails
+    in turn: py4j logs connection tracebacks and the error that reaches us looks like a missing
+    Java. The handler installed here records the interrupt and silences py4j's logger, then does
+    what the handler it replaced would have done (a command's graceful handler just notes a first
+    Ctrl-C and the start goes on). The previous handler is put back afterwards, which also undoes
+    the SIGINT handler PySpark installs when a context starts on the main thread, so that a
+    command's own interrupt handling stays in charge. Only the main thread can handle signals.
+    """
+    seen = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        seen.set()
+        logging.getLogger("py4j").disabled = True
+        _pass_on(previous, signum, frame)
+
+    signal.signal(signal.SIGINT, handle)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _pass_on(handler: Any, signum: int, frame: FrameType | None) -> None:
+    """Do what ``handler`` (as ``signal.getsignal`` returned it) does with a SIGINT."""
+    if callable(handler):
+        handler(signum, frame)
+    elif handler != signal.SIG_IGN:
+        raise KeyboardInterrupt
+
+
+@contextmanager
+def _deferring_interrupts() -> Iterator[list[FrameType | None]]:
+    """Hold a Ctrl-C back while PySpark launches the JVM; hand it on once the launch returned.
+
+    Interrupted inside ``launch_gateway``, PySpark deletes the folder where the JVM is about to write
+    its connection details; the JVM's main thread then fails while py4j's server thread keeps it
+    alive: an orphan JVM for ever. So presses are counted, not acted upon, until the launch is over
+    (a few seconds); then each is passed to the handler in place before (with Python's default, the
+    first raises KeyboardInterrupt and the JVM, now waiting on its stdin, exits with this process).
+    """
+    pressed: list[FrameType | None] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield pressed
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        if not pressed:
+            with suppress(OSError, ValueError, RuntimeError):
+                sys.stderr.write("interrupted while the JVM starts: acted upon once it is up\n")
+        pressed.append(frame)
+
+    signal.signal(signal.SIGINT, hold)
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    for frame in pressed:
+        _pass_on(previous, signal.SIGINT, frame)
 
 
 #: What the JVM prints on stderr at every start whatever the log configuration: the module system's
@@ -111,7 +186,8 @@ def _launch_quiet_gateway(conf: SparkConf, verbose: bool) -> None:
 
     if SparkContext._gateway is not None:  # PySpark's own record of its JVM
         return
-    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    with _deferring_interrupts():
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
     threading.Thread(
         target=_forward_stderr, args=(gateway.proc.stderr, verbose), daemon=True, name="jvm-stderr"
     ).start()

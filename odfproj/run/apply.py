@@ -4,11 +4,12 @@ Apply walks the same ``Plan`` the reviewer read, so what runs can never drift fr
 The caller holds the workspace lock for the whole apply (two applies never interleave). Each dataset
 is one atomic commit; a failure stops the apply with every dataset either untouched or fully
 updated, and running it again finishes the job (apply is idempotent: an applied plan replans to
-"no changes").
+"no changes"). An interrupt (``cancel`` set) stops it the same way, between two datasets.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -40,6 +41,8 @@ class AppliedStep:
 @dataclass(frozen=True)
 class ApplyResult:
     steps: tuple[AppliedStep, ...]
+    #: Datasets left untouched because the apply was interrupted before their step.
+    not_applied: tuple[str, ...] = ()
 
     @property
     def changed(self) -> tuple[AppliedStep, ...]:
@@ -49,7 +52,13 @@ class ApplyResult:
         created = sum(1 for s in self.steps if s.action is Action.CREATE)
         updated = sum(1 for s in self.steps if s.action in (Action.UPDATE, Action.DRIFT))
         blocks = sum(len(s.events) for s in self.steps)
-        return f"Apply complete: {created} created, {updated} updated, {blocks} block(s) appended."
+        done = f"{created} created, {updated} updated, {blocks} block(s) appended"
+        if self.not_applied:
+            return (
+                f"Apply interrupted: {done}; {len(self.not_applied)} dataset(s) not applied "
+                f"({', '.join(self.not_applied)}): apply again to finish."
+            )
+        return f"Apply complete: {done}."
 
 
 def check_plan(plan: Plan, workspace: Workspace) -> None:
@@ -83,14 +92,20 @@ def apply_plan(
     *,
     on_step: Callable[[AppliedStep], None] | None = None,
     system_time: datetime | None = None,
+    cancel: threading.Event | None = None,
 ) -> ApplyResult:
-    """Apply ``plan`` to ``workspace``; the caller holds ``workspace.lock()``."""
+    """Apply ``plan`` to ``workspace``; the caller holds ``workspace.lock()``.
+
+    Once ``cancel`` is set no further dataset is touched; the result names the ones left.
+    """
     check_plan(plan, workspace)
     now = system_time or datetime.now(UTC)
     applied: list[AppliedStep] = []
-    for step in plan.steps:
-        if step.action in (Action.ORPHAN, Action.REFUSED):
-            continue
+    steps = [s for s in plan.steps if s.action not in (Action.ORPHAN, Action.REFUSED)]
+    for index, step in enumerate(steps):
+        if cancel is not None and cancel.is_set():
+            left = tuple(s.dataset for s in steps[index:] if s.changes)
+            return ApplyResult(tuple(applied), not_applied=left)
         result = _apply_step(step, workspace, now)
         applied.append(result)
         if on_step is not None:

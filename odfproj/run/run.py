@@ -11,6 +11,13 @@ Order of work, all under the workspace lock:
 3. A dataset that fails is recorded with its one-line error; its downstream datasets are skipped
    (their inputs did not advance) and every other dataset still runs.
 
+Interruption (Ctrl-C) is cooperative: once ``cancel`` is set no dataset starts any more, the ones
+in flight finish (each commit is atomic, so a dataset is either updated or untouched) and every
+dataset not started is recorded as ``cancelled``. A ``KeyboardInterrupt`` reaching the scheduler
+(a second Ctrl-C) abandons the datasets in flight at once: they too are recorded as ``cancelled``,
+the results are written and the interrupt goes on up to the caller, which must end the process
+(worker threads cannot be stopped from outside).
+
 With ``threads > 1`` independent datasets run at the same time, dbt-style: a dataset starts once all
 its selected upstream datasets have finished. The Spark session is shared (the engine isolates each
 operation in its own child session) and created only when some dataset has data to process.
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -43,7 +51,9 @@ from odfproj.plan.sources import PlanRequest, plan_project
 from odfproj.project.config import ProjectConfig
 from odfproj.project.config import spark_settings as spark_settings  # its old home; callers may still use it
 from odfproj.run.apply import ApplyResult, apply_plan, check_plan
+from odfproj.run.runlog import log_path, run_log
 from odfproj.storage.fsutil import replace_atomic
+from odfproj.storage.projection import ChainProjection
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.validate import query_checker
 
@@ -62,11 +72,21 @@ __all__ = [
 #: Written into the workspace folder after every run.
 RUN_RESULTS_FILE = "run_results.json"
 
+#: Why a dataset that never started is ``cancelled``.
+NOT_STARTED = "not started: the run was interrupted"
+#: Why a dataset in flight at a second Ctrl-C is ``cancelled``.
+ABANDONED = (
+    "stopped while running by a second interrupt: every commit is atomic, so it kept only "
+    "what it had fully committed"
+)
+
 
 class Status(StrEnum):
     SUCCESS = "success"
     ERROR = "error"
     SKIPPED = "skipped"
+    #: Not started, or abandoned by a second Ctrl-C, because the run was interrupted.
+    CANCELLED = "cancelled"
 
 
 class Work(StrEnum):
@@ -104,12 +124,33 @@ class DatasetRun:
 
 @dataclass(frozen=True)
 class RunEvent:
-    """Progress: ``phase`` is ``start`` (``result`` is ``None``) or ``finish``."""
+    """Progress: ``phase`` is ``queued``, ``start``, ``spark`` or ``finish`` (only ``finish`` has a ``result``).
+
+    Every selected dataset is ``queued`` once before the first starts, so a display knows the total.
+
+    ``spark`` says that the dataset now waits for the JVM to start (seconds, once per process), so
+    that a display can say so instead of showing a step that looks stuck.
+    """
 
     dataset: str
     phase: str
     work: Work
     result: DatasetRun | None = None
+
+    def line(self) -> str | None:
+        """One line with the full name and message (none for ``queued``): logs, CI, watch --apply."""
+        if self.phase == "queued":
+            return None
+        if self.phase == "start":
+            return f"START {self.dataset} ({self.work.value})"
+        if self.phase == "spark":
+            return f"WAIT {self.dataset} ({self.work.value}): starting Spark"
+        r = self.result
+        assert r is not None
+        detail = f"{r.records_added} record(s)" if r.status is Status.SUCCESS else r.message
+        if r.status is Status.SUCCESS and r.message:
+            detail += f", {r.message}"
+        return f"{r.status.value.upper()} {r.dataset} ({r.work.value}) in {r.seconds:.1f}s: {detail}"
 
 
 @dataclass(frozen=True)
@@ -121,6 +162,10 @@ class RunResult:
     seconds: float
     results: tuple[DatasetRun, ...]
     apply: ApplyResult | None = field(default=None, repr=False)
+    #: This run's log file (see :mod:`odfproj.run.runlog`).
+    log_file: Path | None = None
+    #: True when the run was interrupted (Ctrl-C): some datasets are ``cancelled``.
+    interrupted: bool = False
 
     @property
     def failed(self) -> tuple[DatasetRun, ...]:
@@ -128,7 +173,7 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        return not self.failed
+        return not self.failed and not self.interrupted
 
     @property
     def records_added(self) -> int:
@@ -136,9 +181,11 @@ class RunResult:
 
     def summary(self) -> str:
         counts = {s: sum(1 for r in self.results if r.status is s) for s in Status}
+        how = "interrupted after" if self.interrupted else "complete in"
+        cancelled = f", {counts[Status.CANCELLED]} cancelled" if counts[Status.CANCELLED] else ""
         return (
-            f"Run complete in {self.seconds:.1f}s: {counts[Status.SUCCESS]} succeeded, "
-            f"{counts[Status.ERROR]} failed, {counts[Status.SKIPPED]} skipped; "
+            f"Run {how} {self.seconds:.1f}s: {counts[Status.SUCCESS]} succeeded, "
+            f"{counts[Status.ERROR]} failed, {counts[Status.SKIPPED]} skipped{cancelled}; "
             f"{self.records_added} record(s) added."
         )
 
@@ -152,6 +199,8 @@ class RunResult:
             },
             "started_at": format_rfc3339(self.started_at.replace(microsecond=0)),
             "elapsed_time": round(self.seconds, 3),
+            "interrupted": self.interrupted,
+            "log_file": str(self.log_file) if self.log_file else None,
             "results": [r.to_json() for r in self.results],
         }
 
@@ -167,41 +216,70 @@ def run_project(
     environ: Mapping[str, str] | None = None,
     lock_timeout: float | None = None,
     validate_queries: bool = True,
+    cancel: threading.Event | None = None,
 ) -> RunResult:
     """Apply the selected definitions, then ingest/transform every selected dataset (see module doc).
 
     Changed queries are validated while planning (``validate_queries``), so a query that cannot run
-    or breaks Schema Evolution stops the run before its SetTransform is appended.
+    or breaks Schema Evolution stops the run before its SetTransform is appended. Setting ``cancel``
+    (from a signal handler, another thread) stops the run between datasets.
     """
     started = datetime.now(UTC)
     clock = time.monotonic()
-    engine = SparkEngine(holder)
-    checker = query_checker(engine) if validate_queries else None
+    checker = query_checker(SparkEngine(holder)) if validate_queries else None
     plan, snapshot = plan_project(config, request, environ=environ, query_checker=checker)
     workspace = Workspace(snapshot.workspace)
     environ = dict(os.environ) if environ is None else environ
-    with workspace.lock(purpose="odfproj run", timeout=lock_timeout):
+    stop = cancel or threading.Event()
+    log_file = log_path(workspace.root, started)
+    with workspace.lock(purpose="odfproj run", timeout=lock_timeout), run_log(log_file) as log:
+        log.info(
+            "odfproj %s: project %s, target %s", __version__, config.name, config.target(request.target).name
+        )
+
+        def report(event: RunEvent) -> None:
+            line = event.line()
+            if line is not None:
+                log.info("%s", line)
+            _emit(on_event, event)
+
         check_plan(plan, workspace)  # refusals stop the run before anything is written
-        applied = apply_plan(plan, workspace) if plan.has_changes else None
+        applied = apply_plan(plan, workspace, cancel=stop) if plan.has_changes else None
+        if applied is not None:
+            log.info("%s", applied.summary())
         order = snapshot.graph.topological_order(snapshot.selection.names)
         upstream = {n: set(snapshot.graph.upstream(n)) & set(order) for n in order}
         downstream = {n: set(snapshot.graph.downstream(n)) & set(order) for n in order}
 
         def work_on(name: str) -> DatasetRun:
-            return _run_dataset(workspace, name, engine, config.root, system_time, environ, on_event)
+            return _run_dataset(workspace, name, holder, config.root, system_time, environ, report)
 
-        results = _schedule(order, upstream, downstream, work_on, max(1, threads), on_event)
-        result = RunResult(
-            project=config.name,
-            target=request.target,
-            workspace=workspace.root,
-            started_at=started,
-            seconds=time.monotonic() - clock,
-            results=tuple(results[n] for n in order),
-            apply=applied,
-        )
-        write_run_results(result)
-    return result
+        def finish(results: Mapping[str, DatasetRun]) -> RunResult:
+            result = RunResult(
+                project=config.name,
+                target=config.target(request.target).name,
+                workspace=workspace.root,
+                started_at=started,
+                seconds=time.monotonic() - clock,
+                results=tuple(results[n] for n in order),
+                apply=applied,
+                log_file=log_file,
+                interrupted=stop.is_set() or any(r.status is Status.CANCELLED for r in results.values()),
+            )
+            write_run_results(result)
+            log.info("%s", result.summary())
+            return result
+
+        def cancelled(name: str, why: str) -> DatasetRun:
+            return DatasetRun(name, _planned_work(workspace, name), Status.CANCELLED, message=why)
+
+        scheduler = _Scheduler(order, upstream, downstream, work_on, max(1, threads), report, stop)
+        try:
+            results = scheduler.run(cancelled)
+        except KeyboardInterrupt:
+            finish(scheduler.abandon(cancelled))
+            raise
+        return finish(results)
 
 
 def write_run_results(result: RunResult) -> Path:
@@ -213,52 +291,95 @@ def write_run_results(result: RunResult) -> Path:
 # --- scheduling ----------------------------------------------------------------------------------
 
 
-def _schedule(
-    order: tuple[str, ...],
-    upstream: Mapping[str, set[str]],
-    downstream: Mapping[str, set[str]],
-    work_on: Callable[[str], DatasetRun],
-    threads: int,
-    on_event: Callable[[RunEvent], None] | None,
-) -> dict[str, DatasetRun]:
-    """Run ``work_on`` for every dataset once its upstream finished; skip the downstream of failures."""
-    results: dict[str, DatasetRun] = {}
+class _Scheduler:
+    """Runs ``work_on`` for every dataset once its upstream finished; skips the downstream of failures.
 
-    def skip_downstream(failed: str) -> None:
-        for name in order:
-            if name in downstream[failed] and name not in results:
+    A worker pool does the work, so the calling (main) thread only waits, and signal handlers run
+    promptly there. ``stop`` ends the starting of new datasets.
+    """
+
+    def __init__(
+        self,
+        order: tuple[str, ...],
+        upstream: Mapping[str, set[str]],
+        downstream: Mapping[str, set[str]],
+        work_on: Callable[[str], DatasetRun],
+        threads: int,
+        on_event: Callable[[RunEvent], None] | None,
+        stop: threading.Event,
+    ) -> None:
+        self.order = order
+        self.upstream = upstream
+        self.downstream = downstream
+        self.work_on = work_on
+        self.threads = threads
+        self.on_event = on_event
+        self.stop = stop
+        self.results: dict[str, DatasetRun] = {}
+        self.running: dict[str, Future[DatasetRun]] = {}
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="odfproj-run")
+
+    def run(self, cancelled: Callable[[str, str], DatasetRun]) -> dict[str, DatasetRun]:
+        for name in self.order:
+            _emit(self.on_event, RunEvent(name, "queued", Work.NONE))
+        while len(self.results) < len(self.order):
+            if not self.stop.is_set():
+                for name in self._ready():
+                    if len(self.running) >= self.threads:
+                        break
+                    self.running[name] = self.pool.submit(self.work_on, name)
+            if not self.running:  # interrupted, or (never) nothing ready in an acyclic graph
+                break
+            done, _ = wait(list(self.running.values()), return_when=FIRST_COMPLETED)
+            for name, future in list(self.running.items()):
+                if future in done:
+                    del self.running[name]
+                    outcome = future.result()
+                    self.results[name] = outcome
+                    if outcome.status is Status.ERROR:
+                        self._skip_downstream(name)
+        self.pool.shutdown(wait=True)
+        self._cancel_rest(cancelled, NOT_STARTED)
+        return self.results
+
+    def abandon(self, cancelled: Callable[[str, str], DatasetRun]) -> dict[str, DatasetRun]:
+        """Stop at once: datasets in flight and not started become ``cancelled``; nothing is awaited."""
+        self.stop.set()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for name, future in list(self.running.items()):
+            if future.done() and not future.cancelled() and future.exception() is None:
+                self.results[name] = future.result()
+            else:
+                self.results[name] = cancelled(name, ABANDONED)
+                _emit(self.on_event, RunEvent(name, "finish", self.results[name].work, self.results[name]))
+        self._cancel_rest(cancelled, NOT_STARTED)
+        return self.results
+
+    def _ready(self) -> list[str]:
+        return [
+            n
+            for n in self.order
+            if n not in self.results
+            and n not in self.running
+            and all(u in self.results for u in self.upstream[n])
+        ]
+
+    def _skip_downstream(self, failed: str) -> None:
+        for name in self.order:
+            if name in self.downstream[failed] and name not in self.results:
                 # Only derivatives have upstream datasets.
                 skipped = DatasetRun(
                     name, Work.TRANSFORM, Status.SKIPPED, message=f"upstream dataset {failed} failed"
                 )
-                results[name] = skipped
-                _emit(on_event, RunEvent(name, "finish", Work.TRANSFORM, skipped))
+                self.results[name] = skipped
+                _emit(self.on_event, RunEvent(name, "finish", Work.TRANSFORM, skipped))
 
-    def ready() -> list[str]:
-        return [
-            n
-            for n in order
-            if n not in results and n not in running and all(u in results for u in upstream[n])
-        ]
-
-    running: dict[str, Future[DatasetRun]] = {}
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="odfproj-run") as pool:
-        while len(results) < len(order):
-            for name in ready():
-                if len(running) >= threads:
-                    break
-                running[name] = pool.submit(work_on, name)
-            if not running:  # pragma: no cover - the graph is acyclic, so something is always ready
-                break
-            done, _ = wait(list(running.values()), return_when=FIRST_COMPLETED)
-            for name, future in list(running.items()):
-                if future in done:
-                    del running[name]
-                    outcome = future.result()
-                    results[name] = outcome
-                    if outcome.status is Status.ERROR:
-                        skip_downstream(name)
-    return results
+    def _cancel_rest(self, cancelled: Callable[[str, str], DatasetRun], why: str) -> None:
+        for name in self.order:
+            if name not in self.results:
+                result = cancelled(name, why)
+                self.results[name] = result
+                _emit(self.on_event, RunEvent(name, "finish", result.work, result))
 
 
 def _emit(on_event: Callable[[RunEvent], None] | None, event: RunEvent) -> None:
@@ -269,10 +390,31 @@ def _emit(on_event: Callable[[RunEvent], None] | None, event: RunEvent) -> None:
 # --- one dataset ---------------------------------------------------------------------------------
 
 
+class _AnnouncingHolder:
+    """A dataset's view of the shared holder: calls ``announce`` before waiting for the JVM to start."""
+
+    def __init__(self, holder: SparkSessionHolder, announce: Callable[[], None]) -> None:
+        self._holder = holder
+        self._announce = announce
+        self.settings = holder.settings
+
+    @property
+    def created(self) -> bool:
+        return self._holder.created
+
+    def get(self) -> Any:
+        if not self._holder.created:
+            self._announce()
+        return self._holder.get()
+
+    def stop(self) -> None:
+        self._holder.stop()
+
+
 def _run_dataset(
     workspace: Workspace,
     name: str,
-    engine: SparkEngine,
+    holder: SparkSessionHolder,
     project_root: Path,
     system_time: datetime | None,
     environ: Mapping[str, str],
@@ -286,12 +428,10 @@ def _run_dataset(
         return result
     try:
         dataset = workspace.open(name)
-        projection = dataset.projection()
-        if projection.kind is model.DatasetKind.Derivative:
-            work = Work.TRANSFORM
-        elif projection.set_polling_source is not None:
-            work = Work.INGEST
+        work = _work_of(dataset.projection())
         _emit(on_event, RunEvent(name, "start", work))
+        announcing = _AnnouncingHolder(holder, lambda: _emit(on_event, RunEvent(name, "spark", work)))
+        engine = SparkEngine(announcing)  # type: ignore[arg-type]
         if work is Work.INGEST:
             ingested = ingest_polling(
                 dataset, engine, project_root=project_root, system_time=system_time, environ=environ
@@ -317,6 +457,22 @@ def _run_dataset(
     result = _timed(result, time.monotonic() - clock)
     _emit(on_event, RunEvent(name, "finish", work, result))
     return result
+
+
+def _work_of(projection: ChainProjection) -> Work:
+    if projection.kind is model.DatasetKind.Derivative:
+        return Work.TRANSFORM
+    if projection.set_polling_source is not None:
+        return Work.INGEST
+    return Work.NONE
+
+
+def _planned_work(workspace: Workspace, name: str) -> Work:
+    """What a dataset that did not run would have needed (``none`` if that cannot be told)."""
+    try:
+        return _work_of(workspace.open(name).projection()) if workspace.exists(name) else Work.NONE
+    except OdfprojError:
+        return Work.NONE
 
 
 def _timed(result: DatasetRun, seconds: float) -> DatasetRun:

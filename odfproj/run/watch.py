@@ -158,12 +158,15 @@ class Watcher:
         on_planned: Callable[[WatchCycle], None] | None = None,
         environ: Mapping[str, str] | None = None,
         debug: bool = False,
+        cancel: threading.Event | None = None,
     ) -> None:
         """``holder`` is required with ``apply`` and kept for every cycle (the session stays warm).
 
         With ``apply``, ``on_planned`` receives the cycle as planned (no run yet) just before it is
         applied and run, so that the plan can be shown before the run's progress (``on_run_event``);
         the finished cycle is still what :meth:`cycle` returns.
+
+        ``cancel`` (usually the loop's ``stop_event``) stops a run in progress between datasets.
 
         ``debug`` re-raises unexpected exceptions (bugs) so that ``--debug`` shows their traceback;
         otherwise they are reported as a cycle's error and watching goes on.
@@ -179,6 +182,7 @@ class Watcher:
         self.on_planned = on_planned
         self.environ = environ
         self.debug = debug
+        self.cancel = cancel
         # Without --apply no engine exists at all, so no JVM can start; changed queries are then shown
         # as not validated. With it, queries are checked on the warm session before anything is applied.
         self._checker: QueryChecker | None = (
@@ -353,6 +357,7 @@ class Watcher:
             threads=self.threads,
             on_event=self.on_run_event,
             environ=self.environ,
+            cancel=self.cancel,
         )
 
     def _rel(self, path: Path) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -361,3 +362,23 @@ def _cli_async(args: list[str], cwd: Path) -> subprocess.Popen[str]:
         text=True,
         stdin=subprocess.DEVNULL,
     )
+
+
+def test_interrupted_apply_stops_between_datasets_and_apply_again_finishes(project: Project) -> None:
+    """Ctrl-C's event is set by the first step's report: that dataset is whole, the others untouched."""
+    plan = project.plan()
+    cancel = threading.Event()
+    ws = project.workspace
+    with ws.lock():
+        result = apply_plan(plan, ws, on_step=lambda step: cancel.set(), cancel=cancel)
+    assert len(result.steps) == 1 and len(result.not_applied) == len(MANIFESTS) - 1
+    assert (
+        result.summary().startswith("Apply interrupted: 1 created")
+        and "apply again to finish" in result.summary()
+    )
+    assert ws.list_datasets() == [result.steps[0].dataset]
+    assert verify_dataset(ws.open(result.steps[0].dataset)) == []
+    again = project.plan()
+    assert sorted(s.dataset for s in again.steps if s.action is Action.CREATE) == sorted(result.not_applied)
+    assert not project.apply(again).not_applied
+    assert sorted(ws.list_datasets()) == sorted(MANIFESTS)

@@ -449,7 +449,9 @@ def test_watch_apply_applies_runs_and_refuses_on_one_session(spark, tmp_path: Pa
     assert isinstance(planned, WatchCycle) and planned.initial and planned.run is None
     assert planned.plan is not None and planned.plan.has_changes
     assert holder.created and [(e.dataset, e.phase) for e in progress] == [
+        ("cities", "queued"),
         ("cities", "start"),
+        ("cities", "spark"),  # this cycle's data work is the first to need the session
         ("cities", "finish"),
     ]
     dataset = Workspace(load_project(root).workspace()).open("cities")

@@ -1,0 +1,39 @@
+"""Help shows what to type after an option (``--var KEY=VALUE``), not Python types (``<list[str]>``).
+
+Typer labels every value with its annotation (``<str>``, ``<path>``, ``<list[str]>``, ``<int range>``)
+and every flag, ``--help`` included, with ``<bool>``. The command classes here name the values the
+click way instead, once for every command: a flag shows nothing, a choice its choices, and any
+other value without an explicit ``metavar`` its parameter's name in capitals (``DATASET``,
+``LIMIT``). Options whose name says little set a ``metavar`` where they are defined.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from typer.core import TyperCommand, TyperGroup
+
+
+def name_metavars(params: list[Any], ctx: typer.Context) -> list[Any]:
+    """Give every parameter of a command a metavar (in place); returns ``params``."""
+    for param in params:
+        if param.metavar is not None:
+            continue
+        if getattr(param, "is_flag", False) or getattr(param, "count", False):
+            param.metavar = ""
+        elif getattr(getattr(param, "type_descriptor", None), "is_choice", False):
+            param.metavar = param.display_type(ctx).strip("<>")
+        else:
+            param.metavar = (param.name or "value").upper()
+    return params
+
+
+class Command(TyperCommand):
+    def get_params(self, ctx: typer.Context) -> list[Any]:
+        return name_metavars(super().get_params(ctx), ctx)
+
+
+class Group(TyperGroup):
+    def get_params(self, ctx: typer.Context) -> list[Any]:
+        return name_metavars(super().get_params(ctx), ctx)
