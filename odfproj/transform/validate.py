@@ -57,7 +57,7 @@ def derivative_output_schema(
         user = arrow_schema_from_spark(result.select(*[f"`{c.replace('`', '``')}`" for c in columns]).schema)
     vocab = vocab or Vocab()
     system = data_schema.system_fields(vocab)[:3]
-    user = user.rename([vocab.event_time, *user.names[1:]])
+    user = pa.schema([user.field(0).with_name(vocab.event_time), *list(user)[1:]])
     return output_schema(pa.schema([*system, *user]), None, vocab)
 
 
