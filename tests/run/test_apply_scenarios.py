@@ -79,12 +79,12 @@ MANIFESTS = {
     "com.example.enriched": DERIVATIVE.format(
         name="com.example.enriched",
         inputs=_inputs("com.example.orders", "com.example.cities"),
-        query="SELECT o.id, o.value, c.city FROM orders o JOIN cities c ON o.id = c.id",
+        query="SELECT o.event_time, o.id, o.value, c.city FROM orders o JOIN cities c ON o.id = c.id",
     ),
     "com.example.by-city": DERIVATIVE.format(
         name="com.example.by-city",
         inputs=_inputs("com.example.enriched"),
-        query="SELECT city, sum(value) AS total FROM enriched GROUP BY city",
+        query="SELECT max(event_time) AS event_time, city, sum(value) AS total FROM enriched GROUP BY city",
     ),
     "com.example.big": DERIVATIVE.format(
         name="com.example.big",
