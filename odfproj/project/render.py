@@ -7,7 +7,7 @@ empty string. Every failure becomes a ``Problem`` with the manifest's file and l
 
 What a template sees (documented for users in ``docs/guide/templating.md``):
 
-* ``var(name, default=<required>)``: the project's ``vars`` overlaid with ``--vars``.
+* ``var(name, default=<required>)``: the project's ``vars`` overlaid with ``--var NAME=VALUE``.
 * ``env_var(name, default=<required>)``: an environment variable the project declares under ``env:``,
   never a secret one (``project.env``).
 * ``target``: the name of the active target.
@@ -223,7 +223,7 @@ class Renderer:
                 return variables[name]
             if default is _REQUIRED:
                 raise _RenderAbort(
-                    f"var {name!r} is not defined (set it under 'vars:' in odfproj.yaml or pass --vars)"
+                    f"var {name!r} is not defined (set it under 'vars:' in odfproj.yaml or pass --var NAME=VALUE)"
                 )
             return default
 

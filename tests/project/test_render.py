@@ -61,7 +61,7 @@ def test_vars_override_replaces_project_vars(project: ProjectConfig) -> None:
 
 def test_missing_var_is_a_problem_at_its_line() -> None:
     assert problem("a: 1\nb: {{ var('region') }}\n") == (
-        "datasets/m.yaml:2:1: var 'region' is not defined (set it under 'vars:' in odfproj.yaml or pass --vars)"
+        "datasets/m.yaml:2:1: var 'region' is not defined (set it under 'vars:' in odfproj.yaml or pass --var NAME=VALUE)"
     )
 
 
