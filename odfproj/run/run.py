@@ -49,7 +49,6 @@ from odfproj.odf import model
 from odfproj.odf.timestamps import format_rfc3339
 from odfproj.plan.sources import PlanRequest, plan_project
 from odfproj.project.config import ProjectConfig
-from odfproj.project.config import spark_settings as spark_settings  # its old home; callers may still use it
 from odfproj.run.apply import ApplyResult, apply_plan, check_plan
 from odfproj.run.runlog import log_path, run_log
 from odfproj.storage.fsutil import replace_atomic
@@ -65,7 +64,6 @@ __all__ = [
     "Status",
     "Work",
     "run_project",
-    "spark_settings",
     "write_run_results",
 ]
 
