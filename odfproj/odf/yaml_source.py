@@ -21,7 +21,7 @@ Behaviour worth knowing:
 * Manifests come from pull requests, so size, nesting depth and alias expansion are bounded before
   anything is built (``check_yaml_limits``): a document nested thousands deep would otherwise crash
   libyaml's recursive composer, and a "billion laughs" document would take hours. Every YAML reader
-  of the project (odfproj.yaml, ``fmt``, ``--vars``) calls the same check.
+  of the project (odfproj.yaml, ``fmt``) calls the same check.
 """
 
 from __future__ import annotations

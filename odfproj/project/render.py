@@ -31,13 +31,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NoReturn
 
-import yaml
 from jinja2 import FunctionLoader, StrictUndefined, Template, TemplateNotFound, TemplateSyntaxError
 from jinja2.runtime import Macro
 from jinja2.sandbox import SecurityError
 
-from odfproj.errors import OdfprojError
-from odfproj.odf.yaml_source import Problem, check_yaml_limits
+from odfproj.odf.yaml_source import Problem
 from odfproj.project.config import ProjectConfig
 from odfproj.project.env import EnvPolicy
 from odfproj.project.render_budget import BudgetedEnvironment, RenderBudgetExceeded, render_budget
@@ -48,7 +46,6 @@ __all__ = [
     "RenderResult",
     "Renderer",
     "has_jinja",
-    "parse_vars",
     "render_manifest",
 ]
 
@@ -143,18 +140,6 @@ class RenderContext:
             env=config.env,
             problems=tuple(problems),
         )
-
-
-def parse_vars(text: str) -> dict[str, Any]:
-    """Parse a ``--vars`` value: a YAML (or JSON) mapping such as ``'{region: eu, days: 7}'``."""
-    try:
-        check_yaml_limits(text)
-        data = yaml.safe_load(text) if text.strip() else {}
-    except yaml.YAMLError as e:
-        raise OdfprojError(f"--vars: not a valid YAML mapping: {getattr(e, 'problem', None) or e}") from None
-    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
-        raise OdfprojError("--vars: expected a mapping of names to values, e.g. '{region: eu, days: 7}'")
-    return data
 
 
 # ------------------------------------------------------------------------------------------------

@@ -9,14 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from odfproj.errors import OdfprojError
 from odfproj.project.config import ProjectConfig, ProjectError
 from odfproj.project.env import EnvPolicy, parse_env_section
 from odfproj.project.render import (
     RenderContext,
     Renderer,
     has_jinja,
-    parse_vars,
     render_manifest,
 )
 from tests.conftest import REFERENCE_MANIFESTS_DIR
@@ -93,15 +91,6 @@ def test_target_is_the_active_target_name(project: ProjectConfig) -> None:
 def test_unknown_target_is_refused(project: ProjectConfig) -> None:
     with pytest.raises(ProjectError, match="unknown target 'staging'"):
         RenderContext.for_project(project, target="staging")
-
-
-def test_parse_vars_accepts_yaml_mappings_only() -> None:
-    assert parse_vars("{region: eu, days: 7}") == {"region": "eu", "days": 7}
-    assert parse_vars("") == {}
-    with pytest.raises(OdfprojError, match="expected a mapping"):
-        parse_vars("[1, 2]")
-    with pytest.raises(OdfprojError, match="not a valid YAML mapping"):
-        parse_vars("{region: ")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -12,13 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from odfproj.errors import OdfprojError
 from odfproj.odf import yaml_source
 from odfproj.odf.yaml_codec import load_yaml
 from odfproj.odf.yaml_source import MAX_YAML_BYTES, MAX_YAML_DEPTH, YamlLimitError, load_yaml_document
 from odfproj.project.config import ProjectError, parse_config
 from odfproj.project.fmt import FormatError, format_text
-from odfproj.project.render import parse_vars
 from tests.security.project_helpers import ROOT_MANIFEST, assert_clean_failure, make_project, run_cli
 
 DEEP_FLOW = "content: " + "[" * 30_000 + "]" * 30_000 + "\n"
@@ -103,7 +101,7 @@ def test_python_tags_construct_nothing(tmp_path: Path, tag: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# The other readers: fmt (ruamel), odfproj.yaml, --vars
+# The other readers: fmt (ruamel), odfproj.yaml
 
 
 @pytest.mark.parametrize("text", [DEEP_FLOW, billion_laughs()])
@@ -118,11 +116,6 @@ def test_odfproj_yaml_over_the_limits_is_a_one_line_project_error(tmp_path: Path
         parse_config(tmp_path, text)
     assert str(caught.value).startswith(f"{tmp_path / 'odfproj.yaml'}:")
     assert "\n" not in str(caught.value)
-
-
-def test_vars_value_over_the_limits_is_a_one_line_error() -> None:
-    with pytest.raises(OdfprojError, match=r"--vars: not a valid YAML mapping: the document is nested"):
-        parse_vars(DEEP_FLOW)
 
 
 def test_limit_check_is_iterative_whatever_the_depth() -> None:
