@@ -19,6 +19,12 @@ Design points, each one a reason for code below:
   against a deny-list that also names the culprit: functions Spark thinks deterministic but that read the
   clock or the environment (``current_timestamp`` written without parentheses is resolved only here), and
   those that reach the JVM, files or a shell, as a second line of defence. ``runSQLOnFiles`` is off.
+- A query runs with the semantics of the engine it was written for, decided in ``QueryScope.run`` and
+  nowhere else. Spark SQL (``engine: spark``) runs as the ODF reference implementation runs it, on Spark
+  with ANSI mode off: a failed cast or date parse gives NULL, and real manifests filter on exactly that
+  (``WHERE unix_timestamp(...) IS NOT NULL``). SQL translated from DataFusion, Flink or RisingWave runs
+  with ANSI on, because those engines raise an error where non-ANSI Spark would return NULL. odfproj's own
+  DataFrame work (reading, coercion to the read schema, merging) stays ANSI in the parent session.
 - Spark errors become one-line ``EngineError``/``InvalidQueryError`` messages: the error class and first
   line, without SQLSTATE and without the Java stack trace.
 """
@@ -48,6 +54,7 @@ from odfproj.engine.contract import (
     ValidateQueryResponseInvalidQuery,
     ValidateQueryResponseSuccess,
 )
+from odfproj.engine.dialects import is_spark, to_spark
 from odfproj.engine.session import SparkSessionHolder
 from odfproj.engine.sql_policy import check_parsed_query
 from odfproj.engine.types import arrow_schema_from_spark, spark_schema_from_arrow
@@ -276,6 +283,8 @@ def check_query_plan(df: DataFrame, where: str) -> None:
 
 # --- sessions -------------------------------------------------------------------------------------------
 
+ANSI_KEY = "spark.sql.ansi.enabled"
+
 
 class QueryScope:
     """A child session whose temporary views live only as long as one engine operation."""
@@ -303,10 +312,15 @@ class QueryScope:
         self._views.append(quoted)
 
     def run(self, transform: model.TransformSql) -> DataFrame:
-        """Check and analyse every step; aliased steps become views; the last step's DataFrame is returned."""
+        """Translate, check and analyse every step; aliased steps become views; the last step's DataFrame is returned.
+
+        ``transform`` is given as written, in its own engine's SQL: translating here, after the engine's
+        semantics are chosen, is what keeps a translated query from being run as if written for Spark.
+        """
         from pyspark.errors import PySparkException
 
-        steps = _steps(transform)
+        self.session.conf.set(ANSI_KEY, "false" if is_spark(transform) else "true")
+        steps = _steps(to_spark(transform))
         parser = self.session._jsparkSession.sessionState().sqlParser()
         result: DataFrame | None = None
         for i, step in enumerate(steps, start=1):

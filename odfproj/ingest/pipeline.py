@@ -61,7 +61,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from odfproj.engine.dialects import to_spark
 from odfproj.engine.spark import SparkEngine, describe_spark_error, frame_from_arrow, is_spark_error
 from odfproj.engine.types import arrow_schema_from_spark
 from odfproj.errors import EngineError, OdfprojError
@@ -317,7 +316,7 @@ def preprocess_batch(
         raise UnsupportedSourceError(
             f"{where}: preprocess kind {type(preprocess).__name__} is not supported (use Sql)"
         )
-    return engine.preprocess(batch, to_spark(preprocess))
+    return engine.preprocess(batch, preprocess)
 
 
 # --- the shared commit ---------------------------------------------------------------------------

@@ -25,7 +25,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from odfproj.engine.contract import InvalidQueryError
-from odfproj.engine.dialects import to_spark
 from odfproj.engine.spark import SparkEngine, write_parquet_file
 from odfproj.ingest.changelog import renamed
 from odfproj.odf import data_schema, model
@@ -179,7 +178,7 @@ def compute_changes(
     }
     if own_history is not None:
         own_history = renamed(own_history, vocab.to_standard())
-    result = check_result(engine.query(states, to_spark(transform)), where, vocab)
+    result = check_result(engine.query(states, transform), where, vocab)
     columns = [EVENT_TIME, *(c for c in result.columns if c != EVENT_TIME)]
     result = result.select(*[_col(c) for c in columns])
     new = result.groupBy(*[_col(c) for c in columns]).agg(F.count(F.lit(1)).cast("long").alias(_COUNT))

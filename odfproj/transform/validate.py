@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from odfproj.engine.contract import InvalidQueryError
-from odfproj.engine.dialects import to_spark
 from odfproj.engine.spark import SparkEngine, translating_errors
 from odfproj.engine.types import (
     UnstorableTypeError,
@@ -65,7 +64,7 @@ def derivative_output_schema(
         for alias, schema in inputs.items():
             empty = scope.session.createDataFrame([], spark_schema_from_arrow(state_schema(schema)))
             scope.register(alias, empty)
-        result = check_result(scope.run(to_spark(transform)), where, vocab)
+        result = check_result(scope.run(transform), where, vocab)
         _refuse_unstorable(result, where)
         columns = [EVENT_TIME, *(c for c in result.columns if c != EVENT_TIME)]
         user = arrow_schema_from_spark(result.select(*[f"`{c.replace('`', '``')}`" for c in columns]).schema)

@@ -1,7 +1,7 @@
 """Translated queries mean on Spark what they mean in their own engine.
 
-Each test runs a query written for DataFusion, Flink or RisingWave through ``to_spark`` and the real
-engine (the shared SparkSession) over a small input, and compares the rows with the result the source
+Each test runs a query written for DataFusion, Flink or RisingWave through the real engine, which
+translates it (``to_spark``) (the shared SparkSession) over a small input, and compares the rows with the result the source
 engine's documentation gives for that query. The expected values are written by hand from those
 documents (DataFusion's SQL reference and scalar functions, Flink's "Window Aggregation" /
 "Group Window Aggregation" and "Window TVF" pages, RisingWave's time windows page); where a document
@@ -15,7 +15,6 @@ from decimal import Decimal
 
 import pytest
 
-from odfproj.engine.dialects import to_spark
 from odfproj.odf import model
 
 pytestmark = pytest.mark.spark
@@ -26,7 +25,7 @@ def _run(engine, spark, dialect: str, query: str, inputs: dict[str, tuple[list, 
     frames = {alias: spark.createDataFrame(rows, schema) for alias, (rows, schema) in (inputs or {}).items()}
     if not frames:
         frames = {"input": spark.createDataFrame([(1,)], "one INT")}
-    df = engine.query(frames, to_spark(model.TransformSql(engine=dialect, query=query)))
+    df = engine.query(frames, model.TransformSql(engine=dialect, query=query))
     return [tuple(r) for r in df.collect()], {f.name: f.dataType.simpleString() for f in df.schema.fields}
 
 
@@ -352,3 +351,39 @@ def test_flink_session_group_window(engine, spark):
         {"Bid": BIDS},
     )
     assert rows == [(_t(5), _t(16), 5), (_t(17), _t(20), 1)]
+
+
+# --- the semantics each engine's SQL runs with --------------------------------------------------------
+
+
+def test_spark_sql_runs_non_ansi_as_in_the_reference(engine, spark):
+    """Real manifests filter on ``unix_timestamp(...) IS NOT NULL``: a failed parse or cast is NULL."""
+    rows, _ = _run(
+        engine,
+        spark,
+        "spark",
+        "SELECT CAST(s AS INT) AS n, UNIX_TIMESTAMP(CONCAT(s, ' 2020'), 'MMMM d yyyy') AS t FROM input ORDER BY s",
+        {"input": ([("January 30",), ("pending",)], "s STRING")},
+    )
+    assert rows == [(None, 1580342400), (None, None)]
+
+
+@pytest.mark.parametrize("dialect", ["datafusion", "risingwave", "flink"])
+def test_translated_sql_fails_where_its_engine_fails(engine, spark, dialect):
+    """Their engines raise on a bad cast; run non-ANSI, the translation would turn that error into NULLs."""
+    from pyspark.errors import PySparkException
+
+    with pytest.raises(PySparkException, match="CAST_INVALID_INPUT"):
+        _run(
+            engine,
+            spark,
+            dialect,
+            "SELECT CAST(s AS INT) AS n FROM input",
+            {"input": ([("pending",)], "s STRING")},
+        )
+
+
+def test_the_parent_session_stays_ansi(engine, spark):
+    """odfproj's own DataFrame work (reading, coercion, merging) keeps ANSI whatever a query ran with."""
+    _run(engine, spark, "spark", "SELECT 1 AS one FROM input")
+    assert spark.conf.get("spark.sql.ansi.enabled") == "true"
