@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import select
 import signal
 import sys
 import tempfile
@@ -48,7 +50,7 @@ BASE_CONF: Mapping[str, str] = MappingProxyType(
 
 @dataclass(frozen=True)
 class SparkSettings:
-    """How to build the session: master URL, extra conf, and whether Spark may log at INFO/WARN."""
+    """How to build the session: master URL, extra conf, and whether Spark's warnings also reach the console."""
 
     master: str = "local[*]"
     app_name: str = "odfproj"
@@ -57,7 +59,7 @@ class SparkSettings:
 
     def effective_conf(self) -> dict[str, str]:
         merged = dict(BASE_CONF)
-        merged["spark.driver.extraJavaOptions"] = _log_options(self.verbose)
+        merged["spark.driver.extraJavaOptions"] = _log_options()
         # odfproj makes no tables; without this Spark leaves an empty spark-warehouse/ in the user's cwd.
         merged["spark.sql.warehouse.dir"] = os.path.join(tempfile.gettempdir(), "odfproj-spark-warehouse")
         merged.update({str(k): str(v) for k, v in self.conf.items()})
@@ -86,9 +88,8 @@ def create_spark_session(settings: SparkSettings) -> SparkSession:
                 f"could not start Spark (master {settings.master}): {_first_line(e)}; "
                 "is Java 17+ installed or JAVA_HOME set? (./dev installs a JRE when none is found)"
             ) from None
-    # Failures reach the user as one-line EngineErrors; Spark's own ERROR logs would repeat them
-    # with Java stack traces, so they are shown only with -v.
-    session.sparkContext.setLogLevel("WARN" if settings.verbose else "FATAL")
+    # Spark logs at WARN into the run's log file (see _forward_stderr); the console shows them only with -v.
+    session.sparkContext.setLogLevel("WARN")
     _quiet_python_loggers(settings.verbose)
     return session
 
@@ -194,13 +195,85 @@ def _launch_quiet_gateway(conf: SparkConf, verbose: bool) -> None:
     SparkContext._ensure_initialized(gateway=gateway, conf=conf)
 
 
-def _forward_stderr(stream: IO[bytes], verbose: bool) -> None:
-    """Copy the JVM's stderr to ours line by line, leaving out the start-up noise unless verbose."""
-    out = sys.stderr.buffer if hasattr(sys.stderr, "buffer") else None
-    for raw in iter(stream.readline, b""):
-        line = raw.decode("utf-8", "replace")
-        if not verbose and line.startswith(_STARTUP_NOISE):
+#: A line that log4j writes with odfproj's pattern (resources/spark/log4j2.properties).
+_LOG4J_RECORD = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ")
+
+#: Lines that continue a log4j record: a stack trace and its causes.
+_CONTINUATION = re.compile(r"^(\s|Caused by: |Suppressed: |\.\.\. )")
+
+#: The exception a record carries, on the line right after the record's message.
+_THROWABLE = re.compile(r"^[\w.$]+(Exception|Error|Throwable)\b")
+
+#: Where Spark's own log records go: the run's log file (run/runlog.py listens on "odfproj"), and the
+#: console only with -v. The NullHandler keeps Python's last-resort handler from printing them.
+SPARK_LOGGER = logging.getLogger("odfproj.spark")
+SPARK_LOGGER.addHandler(logging.NullHandler())
+
+_LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING}
+
+
+#: How long a log record may wait for more stack-trace lines before it is written to the log.
+_RECORD_IDLE_S = 0.25
+
+
+def _lines(stream: IO[bytes], idle: float) -> Iterator[bytes | None]:
+    """The lines of ``stream`` as they come, and ``None`` whenever none came for ``idle`` seconds."""
+    fd = stream.fileno()
+    pending = b""
+    while True:
+        if not select.select([fd], [], [], idle)[0]:
+            yield None
             continue
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            if pending:
+                yield pending
+            return
+        *complete, pending = (pending + chunk).split(b"\n")
+        for line in complete:
+            yield line + b"\n"
+
+
+def _forward_stderr(stream: IO[bytes], verbose: bool) -> None:
+    """Route the JVM's stderr: log4j records to ``SPARK_LOGGER``, every other line to our stderr.
+
+    Spark logs at WARN, so its warnings (and the stack traces of errors that reach the user as one
+    line) are kept in the run's log file rather than lost; on the console they would bury odfproj's
+    own output, so they are shown there only with -v. Lines that are not log records (a JVM crash,
+    an out-of-memory message) are copied unchanged, and the start-up noise is dropped unless verbose.
+    A record is written once its stack trace is complete, or after a short pause, so that the last
+    warning of a run is in the run's log before the run closes it.
+    """
+    out = sys.stderr.buffer if hasattr(sys.stderr, "buffer") else None
+    record: list[str] = []
+    in_record = False
+    level = logging.WARNING
+
+    def flush_record() -> None:
+        if record:
+            SPARK_LOGGER.log(level, "%s", "".join(record).rstrip("\n"))
+            record.clear()
+
+    for raw in _lines(stream, _RECORD_IDLE_S):
+        if raw is None:
+            flush_record()
+            continue
+        line = raw.decode("utf-8", "replace")
+        start = _LOG4J_RECORD.match(line)
+        continues = in_record and (_CONTINUATION.match(line) or (len(record) == 1 and _THROWABLE.match(line)))
+        if start or continues:
+            if start:
+                flush_record()
+                level = _LEVELS.get(start.group(1), logging.ERROR)
+            in_record = True
+            record.append(line)
+            if not verbose:
+                continue
+        else:
+            flush_record()
+            in_record = False
+            if not verbose and line.startswith(_STARTUP_NOISE):
+                continue
         try:
             if out is not None:
                 out.write(raw)
@@ -209,6 +282,7 @@ def _forward_stderr(stream: IO[bytes], verbose: bool) -> None:
                 sys.stderr.write(line)
         except (OSError, ValueError):  # stderr closed at exit: keep draining so the JVM never blocks
             out = None
+    flush_record()
 
 
 #: PySpark 4 loggers that print a JSON traceback for every analysis error, before raising it.
@@ -250,13 +324,12 @@ class SparkSessionHolder:
                 self._session = None
 
 
-def _log_options(verbose: bool) -> str:
-    """JVM options pointing log4j2 at odfproj's quiet configuration (WARN with -v)."""
+def _log_options() -> str:
+    """JVM options pointing log4j2 at odfproj's configuration: WARN, to stderr, which _forward_stderr routes."""
     from importlib import resources
 
     config = resources.files("odfproj") / "resources" / "spark" / "log4j2.properties"
-    level = "warn" if verbose else "error"
-    return f"-Dlog4j2.configurationFile=file:{config} -Dodfproj.log.level={level}"
+    return f"-Dlog4j2.configurationFile=file:{config} -Dodfproj.log.level=warn"
 
 
 def _python() -> str:

@@ -70,3 +70,22 @@ def test_scaffold_validate_plan_run_query(odfproj) -> None:
     code, out = invoke("run")
     assert code == 0, out
     assert workspace.open("com.example.readings").head() == head
+
+
+def test_spark_warnings_the_console_hides_are_in_the_run_log(odfproj) -> None:
+    """A CSV whose header names other columns than the read schema: Spark reads it by position and warns.
+
+    The console stays quiet, and the run's log file (issue 14, point 8) has Spark's warning in full.
+    """
+    invoke, folder = odfproj
+    assert invoke("init", "proj")[0] == 0
+    data = folder / "data" / "readings"
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "2026-03-01.csv").write_text(READINGS.replace("sensor", "station"))
+
+    code, out = invoke("run")
+    assert code == 0, out
+    assert "CSV header does not conform" not in out
+    log = Path(json.loads((folder / ".odf" / "run_results.json").read_text())["log_file"])
+    text = log.read_text()
+    assert "WARNING odfproj.spark:" in text and "CSV header does not conform to the schema" in text, text
