@@ -81,6 +81,9 @@ def test_corpus_manifest(entry, spark, monkeypatch, tmp_path):
         return
     code, out = invoke("plan")
     assert code == 0, out
+    for push in entry.get("push", []):
+        code, out = invoke("ingest", push["dataset"], f"data/{push['file']}")
+        assert code == 0, out
     code, out = invoke("run")
     dataset = Workspace(root / ".odf").open(name)
     if entry["expect"] == "fails":
@@ -94,5 +97,9 @@ def test_corpus_manifest(entry, spark, monkeypatch, tmp_path):
     assert (0 if table is None else table.num_rows) == entry["records"]
     if "columns" in entry:
         assert table is not None and table.schema.names == entry["columns"]
+    if "rows" in entry:
+        assert table is not None
+        names = list(entry["rows"][0])
+        assert table.select(names).to_pylist()[: len(entry["rows"])] == entry["rows"]
     if "event_time" in entry:
         assert table is not None and str(table.schema.field(3).type) == entry["event_time"]
