@@ -1,7 +1,8 @@
 """SIGKILL a committing writer at random moments: the chain is always valid at the old or the new head.
 
 The writer (``helpers/crash_writer.py``) commits AddData blocks with data files and checkpoints in a
-tight loop and logs every head it committed. After each kill the dataset is reopened (which cleans
+tight loop and logs every head it committed. Each round waits for the writer's first commit, then
+kills it after a random delay (so the kill lands anywhere in a later commit). After each kill the dataset is reopened (which cleans
 up the interrupted transaction) and verified; its head must be the last logged one or its child (the
 kill landed between the commit and the log line).
 """
@@ -29,6 +30,20 @@ REPO = Path(__file__).resolve().parents[2]
 KILLS = 22
 
 
+def _logged_lines(log: Path) -> int:
+    return sum(1 for line in log.read_text().splitlines() if line.strip())
+
+
+def _wait_for_a_commit(log: Path, before: int, proc: subprocess.Popen[str]) -> None:
+    """Until the writer has logged a commit of this round: on a loaded machine the random delay alone
+    could end before the first one, and a round without a commit tests nothing."""
+    deadline = time.monotonic() + 120
+    while _logged_lines(log) <= before:
+        assert proc.poll() is None, "the writer died on its own"
+        assert time.monotonic() < deadline, "the writer committed nothing in 120 s"
+        time.sleep(0.005)
+
+
 def _last_logged(log: Path) -> Multihash:
     lines = [line for line in log.read_text().splitlines() if line.strip()]
     return Multihash.from_multibase(lines[-1])
@@ -45,6 +60,7 @@ def test_sigkill_at_random_moments_never_breaks_the_chain(tmp_path: Path) -> Non
     for round_ in range(KILLS):
         with log.open("a") as f:
             f.write(f"{workspace.open('crashy').head()}\n")  # the head before this round
+        before = _logged_lines(log)
         proc = subprocess.Popen(
             [
                 sys.executable,
@@ -61,6 +77,7 @@ def test_sigkill_at_random_moments_never_breaks_the_chain(tmp_path: Path) -> Non
         )
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
+        _wait_for_a_commit(log, before, proc)
         time.sleep(rng.uniform(0, 0.2))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
