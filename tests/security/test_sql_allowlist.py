@@ -120,7 +120,11 @@ VECTORS = {
         "TRANSFORM",
     ),
     "file-as-table": ("SELECT * FROM text.`{secret}`", "relation text."),
-    "file-as-table-by-identifier": ("SELECT * FROM IDENTIFIER('text.`{secret}`')", "IDENTIFIER"),
+    # Spark 4.0 keeps IDENTIFIER(...) in the parsed plan; 4.3 resolves a literal one while parsing.
+    "file-as-table-by-identifier": (
+        "SELECT * FROM IDENTIFIER('text.`{secret}`')",
+        ("IDENTIFIER", "relation text."),
+    ),
     "other-catalog": ("SELECT * FROM global_temp.anything", "relation global_temp.anything"),
     "input-file-name": ("SELECT event_time, input_file_name() AS x FROM s", "input_file_name"),
     "tablesample": ("SELECT * FROM s TABLESAMPLE (50 PERCENT)", "TABLESAMPLE"),
@@ -186,8 +190,9 @@ def test_hostile_query_is_refused_at_plan_and_at_run(
     # The witnesses first: they say what a query that got through did.
     _assert_nothing_happened(spark, values, listener, planned or "", ran or "")
     assert planned is not None and ran is not None, "the query was accepted"
+    culprits = culprit if isinstance(culprit, tuple) else (culprit,)
     for message in (planned, ran):  # plan shows it on the dataset's refused step, run on its result
-        assert culprit in message and "\n" not in message
+        assert any(c in message for c in culprits) and "\n" not in message, message
 
 
 def _refusal(action) -> str | None:
