@@ -13,6 +13,7 @@ from odfproj import ODF_SPEC_VERSION, __version__
 from odfproj.cli import (
     apply,
     block,
+    docs,
     fmt,
     ingest,
     init,
@@ -44,6 +45,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(block.app, name="block")
+app.add_typer(docs.app, name="docs")
 for _name, _function in (
     ("init", init.init),
     ("validate", validate.validate),
