@@ -275,7 +275,7 @@ def _last_run(doc: DatasetDoc) -> str:
     message = f": {_e(run.message)}" if run.message else ""
     return (
         f'<p class="run {_e(run.status)}">Last run: <b>{_e(run.status)}</b> '
-        f"({_e(run.work)}){seconds}{records}{message}</p>"
+        f"{f'({_e(run.work)})' if run.work else ''}{seconds}{records}{message}</p>"
     )
 
 

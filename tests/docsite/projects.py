@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
+
+import pyarrow as pa
+
+from odfproj.odf import model
+from odfproj.storage.workspace import Workspace
+from tests.storage.helpers.chains import BASE_TIME, Writer, schema_with, set_schema
 
 #: A description that would run script if any manifest string reached the page unescaped.
 HOSTILE = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
@@ -115,3 +122,17 @@ def write_shop(root: Path) -> Path:
     (root / "datasets" / "regions.yaml").write_text(_REGIONS)
     (root / "datasets" / "daily.yaml").write_text(_DAILY)
     return root
+
+
+def add_orders_data(project: Path, scratch: Path) -> None:
+    """Give the project's workspace an orders chain with two data blocks (written without Spark)."""
+    orders = Workspace(project / ".odf").create(ORDERS, model.DatasetKind.Root)
+    source = model.SetPollingSource(
+        fetch=model.FetchStepUrl(url="https://example.invalid/orders.csv"),
+        read=model.ReadStepCsv(header=True),
+        merge=model.MergeStrategyLedger(primary_key=("id",)),
+    )
+    orders.append([source, set_schema(schema_with(("id", pa.int64()), ("region", pa.string())))])
+    writer = Writer(orders, scratch)
+    writer.add_data(3, watermark=BASE_TIME)
+    writer.add_data(2, watermark=BASE_TIME + timedelta(days=1))

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import timedelta
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
@@ -17,8 +15,8 @@ from odfproj.docsite.html import render_site
 from odfproj.odf import model
 from odfproj.project.config import WORKSPACE_ENV, load_project
 from odfproj.storage.workspace import Workspace
-from tests.docsite.projects import DAILY, HOSTILE, ORDERS, REGIONS, write_shop
-from tests.storage.helpers.chains import BASE_TIME, Writer, schema_with, set_schema
+from tests.docsite.projects import DAILY, HOSTILE, ORDERS, REGIONS, add_orders_data, write_shop
+from tests.storage.helpers.chains import set_schema
 
 
 @pytest.fixture
@@ -132,17 +130,8 @@ def test_a_manifest_with_errors_is_listed_with_its_problems(shop: Path) -> None:
 
 
 def test_a_dataset_with_data_shows_rows_watermark_and_last_blocks(shop: Path, tmp_path: Path) -> None:
+    add_orders_data(shop, tmp_path / "scratch")
     workspace = Workspace(shop / ".odf")
-    orders = workspace.create(ORDERS, model.DatasetKind.Root)
-    source = model.SetPollingSource(
-        fetch=model.FetchStepUrl(url="https://example.invalid/orders.csv"),
-        read=model.ReadStepCsv(header=True),
-        merge=model.MergeStrategyLedger(primary_key=("id",)),
-    )
-    orders.append([source, set_schema(schema_with(("id", pa.int64()), ("region", pa.string())))])
-    writer = Writer(orders, tmp_path / "scratch")
-    writer.add_data(3, watermark=BASE_TIME)
-    writer.add_data(2, watermark=BASE_TIME + timedelta(days=1))
     workspace.create("com.example.gone", model.DatasetKind.Root).append([set_schema()])
     site = collect_site(load_project(shop))
     doc = next(d for d in site.datasets if d.name == ORDERS)

@@ -29,11 +29,15 @@
       node.classList.toggle("near", name !== null && !!near[node.dataset.name] && node.dataset.name !== name);
     });
     items.forEach(function (li) { li.classList.toggle("selected", li.dataset.name === name); });
-    var selected = document.querySelector("#lineage .node.selected");
-    if (selected && selected.scrollIntoView) {
-      selected.scrollIntoView({ block: "nearest", inline: "nearest" });
+    // Keep the graph in view: the browser's own jump to the #fragment would scroll it away.
+    var scroller = document.querySelector(".graph-scroll");
+    var selected = document.querySelector("#lineage .node.selected rect");
+    if (selected && scroller) {
+      var box = selected.getBBox();
+      scroller.scrollLeft = Math.max(0, box.x + box.width / 2 - scroller.clientWidth / 2);
+      scroller.scrollTop = Math.max(0, box.y + box.height / 2 - scroller.clientHeight / 2);
     }
-    if (name !== null) { window.scrollTo(0, 0); }
+    window.scrollTo(0, 0);
   }
 
   function filter() {
@@ -60,6 +64,7 @@
     if (event.key === "/" && document.activeElement !== search) { event.preventDefault(); search.focus(); }
   });
   window.addEventListener("hashchange", show);
+  window.addEventListener("load", function () { window.requestAnimationFrame(show); });
   filter();
   show();
 })();
