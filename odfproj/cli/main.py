@@ -13,6 +13,7 @@ from odfproj import ODF_SPEC_VERSION, __version__
 from odfproj.cli import (
     apply,
     block,
+    destroy,
     docs,
     fmt,
     ingest,
@@ -61,6 +62,7 @@ for _name, _function in (
     ("query", query.query),
     ("sql", sql.sql),
     ("watch", watch.watch),
+    ("destroy", destroy.destroy),
 ):
     app.command(_name, cls=metavars.Command)(_function)
 
