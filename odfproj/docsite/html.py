@@ -53,7 +53,8 @@ def _asset(name: str) -> str:
 
 def render_site(site: Site) -> str:
     sections = "\n".join(_dataset_section(d) for d in site.datasets)
-    items = "\n".join(_list_item(d) for d in site.datasets)
+    # The list is for finding a name, so alphabetical; the graph and the overview keep lineage order.
+    items = "\n".join(_list_item(d) for d in sorted(site.datasets, key=lambda d: d.name.lower()))
     title = f"{site.project} · odfproj docs"
     script = _asset("site.js")
     # Only this script may run: were a manifest string ever to slip through unescaped, its script would not.
