@@ -13,6 +13,8 @@ from odfproj import ODF_SPEC_VERSION, __version__
 from odfproj.cli import (
     apply,
     block,
+    destroy,
+    docs,
     fmt,
     ingest,
     init,
@@ -44,6 +46,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(block.app, name="block")
+app.add_typer(docs.app, name="docs")
 for _name, _function in (
     ("init", init.init),
     ("validate", validate.validate),
@@ -59,6 +62,7 @@ for _name, _function in (
     ("query", query.query),
     ("sql", sql.sql),
     ("watch", watch.watch),
+    ("destroy", destroy.destroy),
 ):
     app.command(_name, cls=metavars.Command)(_function)
 

@@ -85,8 +85,8 @@ def make_plan(
 
 def _orphan_reasons(name: str, readers: Sequence[str]) -> tuple[str, ...]:
     reasons = [
-        "no manifest defines this dataset (was its manifest deleted?); it is kept, as odfproj never deletes a "
-        "dataset: restore its manifest, or remove its folder from the workspace's datasets/ by hand"
+        "no manifest defines this dataset (was its manifest deleted?); it is kept, as plan and apply never delete "
+        f"a dataset: restore its manifest, or delete it with `odfproj destroy {name}`"
     ]
     if readers:
         reasons.append(f"still an input of {', '.join(sorted(readers, key=str.lower))}: restore its manifest")

@@ -123,7 +123,7 @@ def test_orphans_say_what_to_do_instead_of_promising_a_flag(project: Path) -> No
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "trades" in proc.stdout and "explicit flag" not in proc.stdout
-    assert "restore its manifest, or remove its folder" in proc.stdout
+    assert "restore its manifest, or delete it with `odfproj destroy trades`" in proc.stdout
 
 
 LONG = "org.example.municipal.transport.weekday-ridership-by-station-and-hour-detailed"

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from odfproj.docsite.collect import collect_site
 from odfproj.odf import model
 from odfproj.plan.sources import PlanRequest
 from odfproj.project.config import load_project
@@ -36,6 +37,17 @@ def example(spark, tmp_path_factory) -> Path:
     result = run_project(load_project(root), PlanRequest(), holder=RecordingHolder(spark), threads=2)
     assert result.ok, [(r.dataset, r.message) for r in result.results if r.message]
     return root
+
+
+def test_the_docs_site_of_the_run_example_shows_every_dataset_with_its_data(example):
+    site = collect_site(load_project(example))
+    assert len(site.datasets) == 7 and not site.warnings
+    for doc in site.datasets:
+        assert doc.state is not None and doc.state.records > 0 and doc.state.watermark, doc.name
+        assert doc.schema_source == "chain" and doc.last_run is not None and doc.last_run.status == "success"
+        assert doc.queries or doc.kind == "root", doc.name
+    keyed = next(d for d in site.datasets if d.name == "org.example.weather.daily")
+    assert keyed.state is not None and keyed.state.current_rows == keyed.state.records
 
 
 def test_every_example_transform_reproduces(example, engine):
