@@ -86,11 +86,11 @@ from odfproj.odf.data_schema import (
     watermark_of,
 )
 from odfproj.odf.multiformats import Multihash
+from odfproj.odf.schema_diff import DropColumn, RetypeColumn, diff_columns
 from odfproj.odf.timestamps import to_utc
 from odfproj.state.dataset_index import open_state_index
 from odfproj.state.index import StateIndex
 from odfproj.state.read import read_state
-from odfproj.storage.chain import schema_evolution_problem
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.errors import IntegrityError
 from odfproj.storage.hashing import LOGICAL_HASH_CODEC, logical_digest_table
@@ -597,20 +597,30 @@ def _with_system_columns(
 
 
 def _fit_schema(table: pa.Table, existing: pa.Schema | None, where: str) -> tuple[pa.Table, pa.Schema | None]:
-    """``table`` laid out as the dataset's schema (plus new columns); the schema to commit if it is new."""
+    """``table`` laid out as the dataset's schema (plus new columns); the schema to commit if it is new.
+
+    What the new data may change is :func:`odfproj.odf.schema_diff.diff_columns`'s rule; a column it
+    lacks is written as nulls when the schema allows them.
+    """
     if existing is None:
         return table, table.schema
+    for op in diff_columns(existing, table.schema).breaking:
+        if isinstance(op, RetypeColumn):
+            raise IngestError(
+                f"{where}: column {op.name!r} is {op.new} in the new data but {op.old} in the dataset's "
+                "schema; cast it in the read schema or the preprocess query"
+            )
+        if not isinstance(op, DropColumn):
+            raise IngestError(
+                f"{where}: the new data {op.describe()}; rename it in the read schema or preprocess"
+            )
     names = table.schema.names
     arrays: list[pa.ChunkedArray] = []
-    fields: list[pa.Field] = []
     for f in existing:
         if f.name in names:
             column = table.column(f.name)
-            if not column.type.equals(f.type):
-                raise IngestError(
-                    f"{where}: column {f.name!r} is {column.type} in the new data but {f.type} in the "
-                    "dataset's schema; cast it in the read schema or the preprocess query"
-                )
+            if not column.type.equals(f.type):  # differs in nested nullability only
+                column = column.cast(f.type)
         elif f.nullable:
             column = pa.chunked_array([pa.nulls(table.num_rows, f.type)])
         else:
@@ -618,19 +628,10 @@ def _fit_schema(table: pa.Table, existing: pa.Schema | None, where: str) -> tupl
         if not f.nullable and column.null_count:
             raise IngestError(f"{where}: column {f.name!r} is NOT NULL but the new data has nulls in it")
         arrays.append(column)
-        fields.append(f)
-    added = [n for n in names if existing.get_field_index(n) < 0]
-    for name in added:
-        arrays.append(table.column(name))
-        fields.append(table.schema.field(name))
-    schema = pa.schema(fields)
-    out = pa.Table.from_arrays(arrays, schema=schema)
-    if not added:
-        return out, None
-    problem = schema_evolution_problem(existing, schema)
-    if problem:  # pragma: no cover - appending columns is always additive
-        raise IngestError(f"{where}: {problem}")
-    return out, schema
+    added = [table.schema.field(n) for n in names if existing.get_field_index(n) < 0]
+    schema = pa.schema([*existing, *added])
+    out = pa.Table.from_arrays([*arrays, *(table.column(f.name) for f in added)], schema=schema)
+    return out, (schema if added else None)
 
 
 def _new_watermark(previous: datetime | None, event_times: pa.ChunkedArray) -> datetime | None:

@@ -27,9 +27,11 @@ import pyarrow.parquet as pq
 from odfproj.engine.contract import InvalidQueryError
 from odfproj.engine.dialects import to_spark
 from odfproj.engine.spark import SparkEngine, write_parquet_file
+from odfproj.engine.types import arrow_schema_from_spark
 from odfproj.ingest.changelog import renamed
 from odfproj.odf import data_schema, model
 from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_COLUMNS, SYSTEM_TIME, Op, Vocab
+from odfproj.odf.schema_diff import diff_columns, diff_schemas
 from odfproj.transform.errors import TransformError
 
 if TYPE_CHECKING:
@@ -185,23 +187,16 @@ def compute_changes(
     new = result.groupBy(*[_col(c) for c in columns]).agg(F.count(F.lit(1)).cast("long").alias(_COUNT))
     if own_history is not None:
         own_columns = state_columns(own_history)
-        missing = [c for c in own_columns if c not in columns]
-        if missing:
+        problems = diff_columns(
+            arrow_schema_from_spark(own_history.select(*[_col(c) for c in own_columns]).schema),
+            arrow_schema_from_spark(result.schema),
+        ).problems()
+        if problems:
             raise TransformError(
-                f"{where}: the query no longer outputs the column(s) {', '.join(missing)} that the dataset "
-                "holds; columns may only be added (create a new dataset to remove or rename one)"
+                f"{where}: the query {'; '.join(problems)}; a derivative's columns may only be added "
+                "(create a new dataset to remove, rename or retype one)"
             )
         new_types = {f.name: f.dataType for f in result.schema.fields}
-        changed = [
-            f"{f.name} ({f.dataType.simpleString()} -> {new_types[f.name].simpleString()})"
-            for f in own_history.schema.fields
-            if f.name in new_types and f.dataType.simpleString() != new_types[f.name].simpleString()
-        ]
-        if changed:
-            raise TransformError(
-                f"{where}: the query changes the type of {', '.join(changed)}; a derivative's column "
-                "types cannot change (create a new dataset)"
-            )
         added = [c for c in columns if c not in own_columns]
         # The stored column order wins; added columns follow in the query's order and the stored rows
         # hold null in them, so every stored row is retracted and re-appended with its new values.
@@ -261,11 +256,15 @@ def output_schema(written: pa.Schema, declared: pa.Schema | None, vocab: Vocab |
     normalised = pa.schema([normalised_field(f) for f in written])
     if declared is None:
         return normalised
-    kept = [(f.name, f.type) for f in normalised][: len(declared)]
-    if [(f.name, f.type) for f in declared] != kept:
+    # The stored nullability wins for the stored columns (the file is cast to the declared schema).
+    kept = [declared.field(f.name).nullable if f.name in declared.names else f.nullable for f in normalised]
+    problems = diff_schemas(
+        declared, pa.schema([f.with_nullable(n) for f, n in zip(normalised, kept, strict=True)])
+    ).problems()
+    if problems:
         raise TransformError(
-            f"the transform's output schema ({_describe(normalised)}) does not extend the dataset's "
-            f"({_describe(declared)}); a derivative's columns may only be added (create a new dataset)"
+            f"the transform's output {problems[0]} ({_describe(normalised)} does not extend the dataset's "
+            f"{_describe(declared)}); a derivative's columns may only be added (create a new dataset)"
         )
     return pa.schema([*declared, *list(normalised)[len(declared) :]])
 
