@@ -22,6 +22,7 @@ Decisions, and why:
   columns as the files do. Internally everything runs on the standard names (``Vocab`` maps both
   ways), so ``primaryKey: [id, reported]`` with ``eventTimeColumn: reported`` is a key on the event
   time.
+- **The commit** is :func:`odfproj.storage.data_commit.commit_data`, shared with transforms.
 - **Offsets** are assigned in the merge output's order (the merge's ordering contract), after the
   data has reached the driver as Arrow: ``last_offset + 1`` onwards, dense. ``system_time`` of
   every record is the system time of the block that commits it (millisecond precision).
@@ -49,8 +50,8 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -62,10 +63,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from odfproj.engine.dialects import to_spark
-from odfproj.engine.spark import SparkEngine, describe_spark_error, frame_from_arrow, is_spark_error
+from odfproj.engine.spark import SparkEngine, describe_spark_error, is_spark_error
 from odfproj.engine.types import arrow_schema_from_spark
 from odfproj.errors import EngineError, OdfprojError
-from odfproj.ingest.changelog import renamed
 from odfproj.ingest.errors import IngestError, UnsupportedSourceError, source_label
 from odfproj.ingest.fetch import FetchedItem, fetch, ingested_glob_files
 from odfproj.ingest.merge import merge
@@ -73,7 +73,6 @@ from odfproj.ingest.prepare import prepare
 from odfproj.ingest.read import ReadError, describe_bad_rows, read_files
 from odfproj.ingest.scratch import scratch_folder
 from odfproj.odf import model
-from odfproj.odf.arrow_schema import encode_arrow_schema
 from odfproj.odf.data_schema import (
     EVENT_TIME,
     OFFSET,
@@ -88,14 +87,11 @@ from odfproj.odf.data_schema import (
 from odfproj.odf.multiformats import Multihash
 from odfproj.odf.schema_diff import DropColumn, RetypeColumn, diff_columns
 from odfproj.odf.timestamps import to_utc
-from odfproj.state.dataset_index import open_state_index
-from odfproj.state.index import StateIndex
-from odfproj.state.read import read_state
+from odfproj.state.frames import advance_state_index, read_current_state, read_history
+from odfproj.storage.data_commit import commit_data, next_offset
 from odfproj.storage.dataset import Dataset
-from odfproj.storage.errors import IntegrityError
 from odfproj.storage.hashing import LOGICAL_HASH_CODEC, logical_digest_table
-from odfproj.storage.objects import logical_hash, physical_hash
-from odfproj.storage.projection import DATA_EVENTS, ChainProjection
+from odfproj.storage.projection import ChainProjection
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -111,7 +107,6 @@ __all__ = [
     "ingest_polling",
     "materialize_read",
     "preprocess_batch",
-    "read_history",
 ]
 
 #: ``SourceState.sourceName`` of a dataset's one polling source (as the reference implementation).
@@ -361,9 +356,9 @@ def commit_batch(
         history = state = index = None
         key = primary_key(merge_strategy)  # as the files name it: the state index reads the files
         if isinstance(merge_strategy, model.MergeStrategySnapshot) and projection.has_data:
-            index, state = read_current_state(engine, dataset, projection, key, vocab, scratch)
+            index, state = read_current_state(engine.session, dataset, key, vocab, scratch)
         elif key:
-            history = read_history(engine, dataset, projection, vocab)
+            history = read_history(engine.session, dataset, projection, vocab)
         columns = batch.columns
         plain = len(set(columns)) == len(columns) and not {OFFSET, OP, SYSTEM_TIME} & set(columns)
         if isinstance(merge_strategy, model.MergeStrategyAppend) and not from_data and plain:
@@ -389,49 +384,29 @@ def commit_batch(
     prev_state = projection.source_states.get(source)
     if count == 0 and source_state in (None, prev_state) and watermark == projection.watermark:
         return None
-    events: list[model.MetadataEvent] = []
-    if new_schema is not None:
-        events.append(model.SetDataSchema(schema=encode_arrow_schema(new_schema)))
-    data_file: Path | None = None
+    data_file = work_dir / f"slice-{os.urandom(6).hex()}.parquet" if count else None
     try:
-        new_data = None
-        if count:
-            data_file = work_dir / f"slice-{os.urandom(6).hex()}.parquet"
+        known_hash = None
+        if data_file is not None:
             pq.write_table(table, data_file)
-            first = table.column(vocab.offset)[0].as_py()
-            new_data = model.DataSlice(
-                # Hashed from memory (one pass less over the data); append re-hashes the stored copy
-                # from the file, and a disagreement falls back to the file's own hash below.
-                logical_hash=Multihash(LOGICAL_HASH_CODEC, logical_digest_table(table)),
-                physical_hash=physical_hash(data_file),
-                offset_interval=model.OffsetInterval(start=first, end=first + count - 1),
-                size=data_file.stat().st_size,
-            )
-        checkpoint = projection.last_checkpoint
+            # Hashed from memory (one pass less over the data); commit_data falls back to the file's
+            # own hash if the stored copy disagrees.
+            known_hash = Multihash(LOGICAL_HASH_CODEC, logical_digest_table(table))
         add_data = model.AddData(
-            prev_checkpoint=checkpoint.physical_hash if checkpoint else None,
-            prev_offset=projection.last_offset,
-            new_data=new_data,
-            new_checkpoint=checkpoint,
+            new_checkpoint=projection.last_checkpoint,
             new_watermark=watermark,
             new_source_state=source_state if source_state is not None else prev_state,
         )
-        try:
-            head = dataset.append(
-                [*events, add_data], expected_head=projection.head, system_time=stamp, data_file=data_file
-            )
-        except IntegrityError:
-            if new_data is None or data_file is None:
-                raise
-            from_file = replace(new_data, logical_hash=logical_hash(data_file))
-            if from_file == new_data:
-                raise
-            head = dataset.append(
-                [*events, replace(add_data, new_data=from_file)],
-                expected_head=projection.head,
-                system_time=stamp,
-                data_file=data_file,
-            )
+        head = commit_data(
+            dataset,
+            projection,
+            add_data,
+            system_time=stamp,
+            data_file=data_file,
+            records=count,
+            schema=new_schema,
+            known_logical_hash=known_hash,
+        )
     finally:
         if data_file is not None:
             data_file.unlink(missing_ok=True)
@@ -513,58 +488,6 @@ def primary_key(strategy: model.MergeStrategy) -> tuple[str, ...]:
     return ()
 
 
-def read_current_state(
-    engine: SparkEngine,
-    dataset: Dataset,
-    projection: ChainProjection,
-    key: Sequence[str],
-    vocab: Vocab,
-    work_dir: Path,
-) -> tuple[StateIndex, DataFrame]:
-    """The latest valid row per key, read through the state index (Opal) rather than from all history.
-
-    The index picks the valid rows of each data file by bitmap, so the cost follows the size of the
-    state, not of the history; files without a valid row are not opened. The rows reach Spark as one
-    Parquet file in ``work_dir``, which must outlive the DataFrame (``engine.spark.frame_from_arrow``).
-    Returns the index too (at the current head), so the commit can advance it by its own blocks only.
-    Columns: ``event_time`` (standard name) and the user columns, like ``changelog.current_state``.
-    """
-    index = open_state_index(dataset, key)
-    table = read_state(dataset, index=index)
-    table = table.drop_columns([vocab.offset]).rename_columns(
-        [EVENT_TIME if c == vocab.event_time else c for c in table.column_names[1:]]
-    )
-    return index, frame_from_arrow(engine.session, table, work_dir)
-
-
-def advance_state_index(dataset: Dataset, key: Sequence[str], index: StateIndex | None) -> None:
-    """Bring the stored state index to the head just committed, reading only the new blocks' files.
-
-    Best effort by design: the commit is already durable, and an index that lags the chain is
-    detected by its head stamp and caught up by the next reader (it is never trusted blindly), so a
-    failure here costs time later, never correctness.
-    """
-    with suppress(OdfprojError, OSError):
-        open_state_index(dataset, key, known=index)
-
-
-def read_history(
-    engine: SparkEngine, dataset: Dataset, projection: ChainProjection, vocab: Vocab
-) -> DataFrame | None:
-    """Every record of ``dataset`` (standard system column names), or ``None`` before any data."""
-    if not projection.has_data or projection.last_offset is None:
-        return None
-    paths = [
-        str(dataset.layout.data_path(block.event.new_data.physical_hash))
-        for _, block in dataset.iter_blocks()
-        if isinstance(block.event, DATA_EVENTS) and block.event.new_data is not None
-    ]
-    if not paths:
-        return None
-    history = engine.session.read.option("mergeSchema", "true").parquet(*reversed(paths))
-    return renamed(history, vocab.to_standard())
-
-
 # --- Arrow side ----------------------------------------------------------------------------------
 
 
@@ -573,7 +496,7 @@ def _with_system_columns(
 ) -> pa.Table:
     """``offset, op, system_time, event_time`` then the user columns, with the exact ODF types."""
     count = records.num_rows
-    first = 0 if projection.last_offset is None else projection.last_offset + 1
+    first = next_offset(projection)
     millis = int(stamp.timestamp() * 1000)
     arrays: list[pa.Array | pa.ChunkedArray] = [
         pa.array(np.arange(first, first + count, dtype=np.int64), pa.int64()),
