@@ -70,24 +70,28 @@ class AddColumn:
         return f"adds column {self.name!r} ({self.type})"
 
 
+class _Breaking:
+    """An operation old data does not survive: never additive."""
+
+    additive = False
+
+
 @dataclass(frozen=True)
-class DropColumn:
+class DropColumn(_Breaking):
     """An old column the new schema lacks (a rename to an unrelated name looks the same)."""
 
     name: str
-    additive = False
 
     def describe(self) -> str:
         return f"removes or renames column {self.name!r}"
 
 
 @dataclass(frozen=True)
-class RenameColumn:
+class RenameColumn(_Breaking):
     """A column whose name changed only in case: still a rename, since names are case-sensitive."""
 
     old: str
     new: str
-    additive = False
 
     def describe(self) -> str:
         return (
@@ -97,11 +101,12 @@ class RenameColumn:
 
 
 @dataclass(frozen=True)
-class RetypeColumn:
+class RetypeColumn(_Breaking):
+    """A column whose type changed (nested nullability counts only in a stored layout)."""
+
     name: str
     old: pa.DataType
     new: pa.DataType
-    additive = False
 
     def describe(self) -> str:
         return f"changes the type of column {self.name!r} from {self.old} to {self.new}"
@@ -123,13 +128,12 @@ class ChangeNullability:
 
 
 @dataclass(frozen=True)
-class MoveColumn:
+class MoveColumn(_Breaking):
     """An old column at another position (positions count from 0, system columns included)."""
 
     name: str
     old_position: int
     new_position: int
-    additive = False
 
     def describe(self) -> str:
         return f"moves column {self.name!r} from position {self.old_position} to {self.new_position}"
