@@ -85,7 +85,7 @@ from odfproj.odf.data_schema import (
     watermark_of,
 )
 from odfproj.odf.multiformats import Multihash
-from odfproj.odf.schema_diff import DropColumn, RetypeColumn, diff_columns
+from odfproj.odf.schema_diff import DropColumn, RetypeColumn, diff_columns, nullable_throughout
 from odfproj.odf.timestamps import to_utc
 from odfproj.state.frames import advance_state_index, read_current_state, read_history
 from odfproj.storage.data_commit import commit_data, next_offset
@@ -542,8 +542,13 @@ def _fit_schema(table: pa.Table, existing: pa.Schema | None, where: str) -> tupl
     for f in existing:
         if f.name in names:
             column = table.column(f.name)
-            if not column.type.equals(f.type):  # differs in nested nullability only
-                column = column.cast(f.type)
+            if not column.type.equals(f.type):  # they differ in nested nullability only
+                if not nullable_throughout(f.type).equals(f.type):
+                    raise IngestError(
+                        f"{where}: column {f.name!r} is {column.type} in the new data but {f.type} in the "
+                        "dataset's schema, which allows no nulls inside it"
+                    )
+                column = column.cast(f.type)  # into a type that allows nulls everywhere: cannot fail
         elif f.nullable:
             column = pa.chunked_array([pa.nulls(table.num_rows, f.type)])
         else:

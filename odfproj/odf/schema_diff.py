@@ -39,6 +39,7 @@ __all__ = [
     "SchemaOp",
     "diff_columns",
     "diff_schemas",
+    "nullable_throughout",
     "same_name_ignoring_case",
 ]
 
@@ -235,14 +236,18 @@ def _in_old_order(ops: list[SchemaOp], old: pa.Schema) -> list[SchemaOp]:
 
 
 def _same_ignoring_nullability(a: pa.DataType, b: pa.DataType) -> bool:
-    return _nullable_throughout(a).equals(_nullable_throughout(b))
+    return nullable_throughout(a).equals(nullable_throughout(b))
 
 
-def _nullable_throughout(t: pa.DataType) -> pa.DataType:
-    """``t`` with every nested field nullable (list items, struct fields, map values)."""
+def nullable_throughout(t: pa.DataType) -> pa.DataType:
+    """``t`` with every nested field nullable (list items, struct fields, map values).
+
+    Data of a type that differs from ``t`` only in nested nullability can always be cast to it when
+    ``nullable_throughout(t) == t``.
+    """
 
     def field(f: pa.Field) -> pa.Field:
-        return pa.field(f.name, _nullable_throughout(f.type), nullable=True)
+        return pa.field(f.name, nullable_throughout(f.type), nullable=True)
 
     if pa.types.is_map(t):
         return pa.map_(t.key_type, field(t.item_field))
