@@ -11,6 +11,8 @@ import ast
 from collections.abc import Mapping
 from pathlib import Path
 
+import pytest
+
 import odfproj
 
 PACKAGE = Path(odfproj.__file__).parent
@@ -130,12 +132,17 @@ def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_no_import_runs_up_or_sideways_except_as_the_architecture_note_says() -> None:
-    assert forbidden_edges(import_graph()) == []
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    return import_graph()
 
 
-def test_no_import_cycle() -> None:
-    assert cycles(import_graph()) == []
+def test_no_import_runs_up_or_sideways_except_as_the_architecture_note_says(graph) -> None:
+    assert forbidden_edges(graph) == []
+
+
+def test_no_import_cycle(graph) -> None:
+    assert cycles(graph) == []
 
 
 def test_the_checks_catch_what_they_are_for() -> None:
