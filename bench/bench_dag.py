@@ -52,6 +52,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository, for tests.manifests
+from tests import manifests
+
 BENCH_DIR = Path(__file__).resolve().parent
 STEP_SCRIPT = BENCH_DIR / "_dag_step.py"
 ODFPROJ = Path(sys.executable).parent / "odfproj"
@@ -74,50 +77,6 @@ targets:
     spark_master: local[2]
     spark_conf:
       spark.sql.shuffle.partitions: "2"
-"""
-
-ROOT = """\
-kind: DatasetSnapshot
-version: 1
-content:
-  name: {name}
-  kind: Root
-  metadata:
-    - kind: SetPollingSource
-      fetch:
-        kind: FilesGlob
-        path: data/{folder}/part-*.csv
-        order: ByName
-      read:
-        kind: Csv
-        header: true
-        schema:
-{schema}
-      merge:
-{merge}
-    - kind: SetInfo
-      description: Generated root ({strategy}) of the bench_dag project.
-      keywords: [bench, root]
-"""
-
-DERIVATIVE = """\
-kind: DatasetSnapshot
-version: 1
-content:
-  name: {name}
-  kind: Derivative
-  metadata:
-    - kind: SetTransform
-      inputs:
-{inputs}
-      transform:
-        kind: Sql
-        engine: spark
-        query: |
-{query}
-    - kind: SetInfo
-      description: Generated derivative ({shape}) of the bench_dag project.
-      keywords: [bench, {shape}]
 """
 
 COLS = "event_time, id, cat, region, amount, qty"
@@ -222,15 +181,24 @@ def generate(root: Path, roots: int, derivatives: int, layer_size: int, rows: in
     (root / ".gitignore").write_text(".odf/\n")
     project = Project(root)
     layers: list[list[Node]] = [[]]
-    schema = "\n".join(f"          - {c}" for c in COLUMNS)
     for i in range(roots):
         ledger = i % 2 == 1
         name = f"org.bench.root-{i:02d}"
         folder = f"root-{i:02d}"
         write_root_data(root / "data" / folder, rng, rows, ledger)
-        merge = "        kind: Ledger\n        primaryKey: [id]" if ledger else "        kind: Append"
         strategy = "Ledger" if ledger else "Append"
-        text = ROOT.format(name=name, folder=folder, schema=schema, merge=merge, strategy=strategy)
+        text = manifests.root(
+            name,
+            path=f"data/{folder}/part-*.csv",
+            order="ByName",
+            schema=COLUMNS,
+            merge=manifests.ledger("id") if ledger else None,
+            extra=[
+                manifests.set_info(
+                    f"Generated root ({strategy}) of the bench_dag project.", ("bench", "root")
+                )
+            ],
+        )
         (root / "datasets" / f"{name}.yaml").write_text(text)
         layers[0].append(Node(name, strategy.lower()))
     for j in range(derivatives):
@@ -257,12 +225,16 @@ def generate(root: Path, roots: int, derivatives: int, layer_size: int, rows: in
             query = _aggregate_sql(len(picks), by_region=j % 2 == 0)
         grain = "groups" if shape == "aggregate" else picks[0].grain
         name = f"org.bench.derived-{j:02d}"
-        inputs = "\n".join(
-            f"        - datasetRef: {p.name}\n          alias: {alias}"
-            for p, alias in zip(picks, "abc", strict=False)
+        text = manifests.derivative(
+            name,
+            {alias: p.name for p, alias in zip(picks, "abc", strict=False)},
+            query,
+            extra=[
+                manifests.set_info(
+                    f"Generated derivative ({shape}) of the bench_dag project.", ("bench", shape)
+                )
+            ],
         )
-        body = "\n".join("          " + line for line in query.splitlines())
-        text = DERIVATIVE.format(name=name, inputs=inputs, query=body, shape=shape)
         (root / "datasets" / f"{name}.yaml").write_text(text)
         layers[-1].append(Node(name, shape, tuple(p.name for p in picks), grain))
     project.nodes = [n for layer in layers for n in layer]

@@ -20,54 +20,33 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = """\
-kind: DatasetSnapshot
-version: 1
-content:
-  name: {name}
-  kind: Root
-  metadata:
-    - kind: SetPollingSource
-      fetch:
-        kind: FilesGlob
-        path: data/{name}/*.csv
-      read:
-        kind: Csv
-        header: true
-        schema:
-          - id BIGINT
-          - city STRING
-          - value DOUBLE
-          - event_time TIMESTAMP
-      merge:
-        kind: Ledger
-        primaryKey: [id]
-    - kind: SetVocab
-      eventTimeColumn: event_time
-    - kind: SetInfo
-      description: Generated root {{{{ var('suffix') }}}}
-      keywords: [bench, root]
-"""
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository, for tests.manifests
+from tests import manifests
 
-DERIVATIVE = """\
-kind: DatasetSnapshot
-version: 1
-content:
-  name: {name}
-  kind: Derivative
-  metadata:
-    - kind: SetTransform
-      inputs:
-{inputs}
-      transform:
-        kind: Sql
-        engine: spark
-        query: |
-          SELECT id, city, value * 2 AS value, event_time FROM {first}
-    - kind: SetInfo
-      description: Generated derivative
-      keywords: [bench]
-"""
+COLUMNS = ("id BIGINT", "city STRING", "value DOUBLE", "event_time TIMESTAMP")
+
+
+def _root(name: str) -> str:
+    return manifests.root(
+        name,
+        path=f"data/{name}/*.csv",
+        schema=COLUMNS,
+        merge=manifests.ledger("id"),
+        extra=[
+            {"kind": "SetVocab", "eventTimeColumn": "event_time"},
+            manifests.set_info("Generated root {{ var('suffix') }}", ("bench", "root")),
+        ],
+    )
+
+
+def _derivative(name: str, inputs: list[str]) -> str:
+    return manifests.derivative(
+        name,
+        {f"in{j}": p for j, p in enumerate(inputs)},
+        "SELECT id, city, value * 2 AS value, event_time FROM in0",
+        extra=[manifests.set_info("Generated derivative", ("bench",))],
+    )
+
 
 # The plan process: run the CLI in-process, then report whether pyspark was imported.
 PLAN_SCRIPT = """
@@ -88,13 +67,10 @@ def generate(root: Path, count: int) -> None:
     for i in range(count):
         name = f"org.bench.ds{i:05d}"
         if i < count // 5 or not names:
-            text = ROOT.format(name=name)
+            text = _root(name)
         else:
             picks = rng.sample(names, k=min(len(names), rng.choice((1, 2))))
-            inputs = "\n".join(
-                f"        - datasetRef: {p}\n          alias: in{j}" for j, p in enumerate(picks)
-            )
-            text = DERIVATIVE.format(name=name, inputs=inputs, first="in0")
+            text = _derivative(name, picks)
         (root / "datasets" / f"{name}.yaml").write_text(text)
         names.append(name)
 

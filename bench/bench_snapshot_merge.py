@@ -36,9 +36,10 @@ import pyarrow.parquet as pq
 from odfproj.engine.session import SparkSessionHolder, SparkSettings
 from odfproj.engine.spark import SparkEngine
 from odfproj.ingest.merge import merge_snapshot
-from odfproj.ingest.pipeline import commit_batch, read_current_state, read_history, with_event_time
+from odfproj.ingest.pipeline import commit_batch, with_event_time
 from odfproj.odf import model
 from odfproj.odf.data_schema import Vocab
+from odfproj.state.frames import read_current_state, read_history
 from odfproj.storage.workspace import Workspace
 
 T0 = datetime.now(UTC).replace(microsecond=0) + timedelta(days=1)  # after the Seed
@@ -77,13 +78,13 @@ def timed(action, *args):
 def merge_by_index(engine, dataset, projection, prepared) -> pa.Table:
     """The pipeline's path: the previous state through the state index."""
     with tempfile.TemporaryDirectory(prefix="odfproj-bench-state-") as scratch:
-        _, state = read_current_state(engine, dataset, projection, (KEY,), Vocab(), Path(scratch))
+        _, state = read_current_state(engine.session, dataset, (KEY,), Vocab(), Path(scratch))
         return merge_snapshot(prepared, None, (KEY,), state=state).toArrow()
 
 
 def merge_by_history(engine, dataset, projection, prepared) -> pa.Table:
     """The path before the index: every data file re-read, latest row per key by a window."""
-    history = read_history(engine, dataset, projection, Vocab())
+    history = read_history(engine.session, dataset, projection, Vocab())
     return merge_snapshot(prepared, history, (KEY,)).toArrow()
 
 

@@ -32,7 +32,7 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
-from odfproj.engine.contract import InvalidQueryError
+from odfproj.engine.errors import InvalidQueryError
 from odfproj.odf import model
 
 __all__ = [

@@ -1,4 +1,9 @@
-"""The Spark implementation of the engine contract, and the Spark error translation the ingest reader shares.
+"""The Spark engine (queries over DataFrames in isolated scopes), and the Spark error translation ingest shares.
+
+Ingest and transforms call it in-process with DataFrames (:meth:`SparkEngine.query`,
+:meth:`SparkEngine.preprocess`); the request/response messages of the spec's engine protocol are not
+implemented until an engine runs out of process (an earlier message-shaped contract had no caller but
+its tests and was removed).
 
 Design points, each one a reason for code below:
 
@@ -34,35 +39,26 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
-import traceback
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from odfproj.engine.contract import (
-    InvalidQueryError,
-    ValidateQueryRequest,
-    ValidateQueryResponse,
-    ValidateQueryResponseInternalError,
-    ValidateQueryResponseInvalidQuery,
-    ValidateQueryResponseSuccess,
-)
 from odfproj.engine.dialects import is_spark, to_spark
+from odfproj.engine.errors import InvalidQueryError
 from odfproj.engine.session import SparkSessionHolder
 from odfproj.engine.sql_policy import check_parsed_query
 from odfproj.engine.types import arrow_schema_from_spark, spark_schema_from_arrow
 from odfproj.errors import EngineError
-from odfproj.odf import data_schema, model
+from odfproj.odf import model
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 #: The view name a preprocess query reads its input from (spec: ingest preprocess step).
 INPUT_VIEW = "input"
@@ -354,7 +350,7 @@ class QueryScope:
 
 
 class SparkEngine:
-    """The engine contract on Spark, plus DataFrame-level shortcuts for in-process callers."""
+    """Spark SQL for derivative queries and preprocess steps, each in its own scope."""
 
     def __init__(self, holder: SparkSessionHolder) -> None:
         self.holder = holder
@@ -393,142 +389,6 @@ class SparkEngine:
     def preprocess(self, df: DataFrame, transform: model.TransformSql) -> DataFrame:
         """The ingest preprocess step: ``transform`` over ``df`` exposed as the view ``input``."""
         return self.query({INPUT_VIEW: df}, transform)
-
-    # -- the contract (returns response values) --
-
-    def validate_query(self, request: ValidateQueryRequest) -> ValidateQueryResponse:
-        try:
-            schema = self.output_schema(request.inputs, request.transform)
-        except InvalidQueryError as e:
-            return ValidateQueryResponseInvalidQuery(str(e))
-        except EngineError as e:
-            return ValidateQueryResponseInternalError(str(e), traceback.format_exc())
-        except Exception as e:
-            return ValidateQueryResponseInternalError(_internal_message(e), traceback.format_exc())
-        return ValidateQueryResponseSuccess(schema)
-
-    def execute_raw_query(self, request: model.RawQueryRequest) -> model.RawQueryResponse:
-        try:
-            with translating_errors("raw query"):
-                if not request.input_data_paths:
-                    raise EngineError("raw query: no input data paths")
-                df = self.session.read.parquet(*request.input_data_paths)
-                out = self.preprocess(df, request.transform)
-                count = write_parquet_file(out, request.output_data_path)
-        except InvalidQueryError as e:
-            return model.RawQueryResponseInvalidQuery(message=str(e))
-        except Exception as e:
-            return model.RawQueryResponseInternalError(
-                message=_internal_message(e), backtrace=traceback.format_exc()
-            )
-        return model.RawQueryResponseSuccess(num_records=count)
-
-    def execute_transform(self, request: model.TransformRequest) -> model.TransformResponse:
-        try:
-            with translating_errors(f"transform of {request.dataset_alias}"):
-                return self._transform(request)
-        except InvalidQueryError as e:
-            return model.TransformResponseInvalidQuery(message=str(e))
-        except Exception as e:
-            return model.TransformResponseInternalError(
-                message=_internal_message(e), backtrace=traceback.format_exc()
-            )
-
-    def _transform(self, request: model.TransformRequest) -> model.TransformResponse:
-        from pyspark.sql import functions as F
-        from pyspark.sql import types as T
-        from pyspark.sql.window import Window
-
-        inputs = {i.query_alias: self._input_slice(i) for i in request.query_inputs}
-        result = self.query(inputs, request.transform)
-        vocab = request.vocab
-        columns = result.columns
-        if vocab.event_time_column not in columns:
-            raise InvalidQueryError(
-                f"the query result has no {vocab.event_time_column!r} column; a derivative dataset's query "
-                "must produce its event time"
-            )
-        event_time = F.col(_quote_name(vocab.event_time_column))
-        if isinstance(result.schema[vocab.event_time_column].dataType, T.DateType):
-            event_time = event_time.cast("timestamp")
-        op = (
-            F.col(_quote_name(vocab.operation_type_column)).cast("int")
-            if vocab.operation_type_column in columns
-            else F.lit(int(data_schema.Op.APPEND))
-        )
-        system = {vocab.offset_column, vocab.system_time_column, vocab.operation_type_column}
-        data_columns = [c for c in columns if c not in system and c != vocab.event_time_column]
-        # Offsets follow a deterministic order: event time, then every orderable column.
-        order = [event_time, *(_sort_key(result, c) for c in data_columns)]
-        order = [c for c in order if c is not None]
-        window = Window.orderBy(*order)
-        out = result.select(
-            (F.row_number().over(window) - 1 + F.lit(request.next_offset)).alias(vocab.offset_column),
-            op.alias(vocab.operation_type_column),
-            F.lit(_utc(request.system_time)).cast("timestamp").alias(vocab.system_time_column),
-            event_time.alias(vocab.event_time_column),
-            *(F.col(_quote_name(c)) for c in data_columns),
-        ).orderBy(vocab.offset_column)
-        count = write_parquet_file(out, request.new_data_path, skip_empty=True)
-        interval = (
-            model.OffsetInterval(start=request.next_offset, end=request.next_offset + count - 1)
-            if count
-            else None
-        )
-        return model.TransformResponseSuccess(
-            new_offset_interval=interval, new_watermark=_output_watermark(request)
-        )
-
-    def _input_slice(self, spec: model.TransformRequestInput) -> DataFrame:
-        """The new records of one input: its data files filtered to the offset interval."""
-        from pyspark.sql import functions as F
-
-        session = self.session
-        if spec.data_paths:
-            df = session.read.parquet(*spec.data_paths)
-        else:
-            schema = pq.read_schema(spec.schema_file)
-            df = session.createDataFrame([], spark_schema_from_arrow(schema))
-        offset = F.col(_quote_name(spec.vocab.offset_column))
-        interval = spec.offset_interval
-        if interval is None:
-            return df.where(F.lit(False))
-        return df.where((offset >= interval.start) & (offset <= interval.end))
-
-
-def _sort_key(df: DataFrame, name: str) -> Column | None:
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    data_type = df.schema[name].dataType
-    if isinstance(data_type, T.MapType):  # maps are not orderable in Spark
-        return None
-    return F.col(_quote_name(name)).asc_nulls_first()
-
-
-def _utc(moment: datetime) -> str:
-    """A timestamp literal Spark parses as this instant (the session zone is UTC; naive means UTC)."""
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC).replace(tzinfo=None)
-    return moment.isoformat(sep=" ", timespec="milliseconds")
-
-
-def _output_watermark(request: model.TransformRequest) -> datetime | None:
-    """The output watermark: the least of the inputs' latest explicit watermarks, when all have one."""
-    latest: list[datetime] = []
-    for spec in request.query_inputs:
-        if not spec.explicit_watermarks:
-            return None
-        latest.append(max(w.event_time for w in spec.explicit_watermarks))
-    return min(latest) if latest else None
-
-
-def _internal_message(error: BaseException) -> str:
-    if isinstance(error, EngineError):
-        return str(error)
-    if is_spark_error(error):
-        return describe_spark_error(error).message
-    return f"{type(error).__name__}: {error}"
 
 
 def frame_from_arrow(session: SparkSession, table: pa.Table, scratch: Path) -> DataFrame:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from odfproj.engine.contract import InvalidQueryError
+from odfproj.engine.errors import InvalidQueryError
 
 __all__ = [
     "ALLOWED_FUNCTIONS",

@@ -280,11 +280,7 @@ def _fetch_file_url(
     state = ctx.state(KIND_LAST_MODIFIED, format_rfc3339(mtime))
     if _same_state(ctx.prev_state, state):
         return FetchResult()
-    event_time = _event_time(event_time_source, ctx, path=display, last_modified=mtime)
-    item = FetchedItem(
-        path=path, display_name=display, event_time=event_time, source_state=state, temporary=False
-    )
-    return FetchResult(items=(item,))
+    return _one_item(path, display, state, event_time_source, ctx, last_modified=mtime, temporary=False)
 
 
 def _fetch_http(
@@ -326,9 +322,25 @@ def _fetch_http(
     if state is not None and _same_state(ctx.prev_state, state):
         target.unlink()  # the server ignored the conditional request, but the resource is unchanged
         return FetchResult()
+    return _one_item(
+        target, display, state, event_time_source, ctx, last_modified=last_modified, temporary=True
+    )
+
+
+def _one_item(
+    path: Path,
+    display: str,
+    state: model.SourceState | None,
+    event_time_source: model.EventTimeSource,
+    ctx: _Context,
+    *,
+    last_modified: datetime | None,
+    temporary: bool,
+) -> FetchResult:
+    """A fetch of one resource: the file, its source state and its event time."""
     event_time = _event_time(event_time_source, ctx, path=display, last_modified=last_modified)
     item = FetchedItem(
-        path=target, display_name=display, event_time=event_time, source_state=state, temporary=True
+        path=path, display_name=display, event_time=event_time, source_state=state, temporary=temporary
     )
     return FetchResult(items=(item,))
 

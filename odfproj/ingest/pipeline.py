@@ -22,6 +22,7 @@ Decisions, and why:
   columns as the files do. Internally everything runs on the standard names (``Vocab`` maps both
   ways), so ``primaryKey: [id, reported]`` with ``eventTimeColumn: reported`` is a key on the event
   time.
+- **The commit** is :func:`odfproj.storage.data_commit.commit_data`, shared with transforms.
 - **Offsets** are assigned in the merge output's order (the merge's ordering contract), after the
   data has reached the driver as Arrow: ``last_offset + 1`` onwards, dense. ``system_time`` of
   every record is the system time of the block that commits it (millisecond precision).
@@ -49,8 +50,8 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -61,10 +62,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from odfproj.engine.spark import SparkEngine, describe_spark_error, frame_from_arrow, is_spark_error
+from odfproj.engine.spark import SparkEngine, describe_spark_error, is_spark_error
 from odfproj.engine.types import arrow_schema_from_spark
 from odfproj.errors import EngineError, OdfprojError
-from odfproj.ingest.changelog import renamed
 from odfproj.ingest.errors import IngestError, UnsupportedSourceError, source_label
 from odfproj.ingest.fetch import FetchedItem, fetch, ingested_glob_files
 from odfproj.ingest.merge import merge
@@ -72,7 +72,6 @@ from odfproj.ingest.prepare import prepare
 from odfproj.ingest.read import ReadError, describe_bad_rows, read_files
 from odfproj.ingest.scratch import scratch_folder
 from odfproj.odf import model
-from odfproj.odf.arrow_schema import encode_arrow_schema
 from odfproj.odf.data_schema import (
     EVENT_TIME,
     OFFSET,
@@ -85,16 +84,13 @@ from odfproj.odf.data_schema import (
     watermark_of,
 )
 from odfproj.odf.multiformats import Multihash
+from odfproj.odf.schema_diff import DropColumn, RetypeColumn, diff_columns, nullable_throughout
 from odfproj.odf.timestamps import to_utc
-from odfproj.state.dataset_index import open_state_index
-from odfproj.state.index import StateIndex
-from odfproj.state.read import read_state
-from odfproj.storage.chain import schema_evolution_problem
+from odfproj.state.frames import advance_state_index, read_current_state, read_history
+from odfproj.storage.data_commit import commit_data, next_offset
 from odfproj.storage.dataset import Dataset
-from odfproj.storage.errors import IntegrityError
 from odfproj.storage.hashing import LOGICAL_HASH_CODEC, logical_digest_table
-from odfproj.storage.objects import logical_hash, physical_hash
-from odfproj.storage.projection import DATA_EVENTS, ChainProjection
+from odfproj.storage.projection import ChainProjection
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -110,7 +106,6 @@ __all__ = [
     "ingest_polling",
     "materialize_read",
     "preprocess_batch",
-    "read_history",
 ]
 
 #: ``SourceState.sourceName`` of a dataset's one polling source (as the reference implementation).
@@ -360,9 +355,9 @@ def commit_batch(
         history = state = index = None
         key = primary_key(merge_strategy)  # as the files name it: the state index reads the files
         if isinstance(merge_strategy, model.MergeStrategySnapshot) and projection.has_data:
-            index, state = read_current_state(engine, dataset, projection, key, vocab, scratch)
+            index, state = read_current_state(engine.session, dataset, key, vocab, scratch)
         elif key:
-            history = read_history(engine, dataset, projection, vocab)
+            history = read_history(engine.session, dataset, projection, vocab)
         columns = batch.columns
         plain = len(set(columns)) == len(columns) and not {OFFSET, OP, SYSTEM_TIME} & set(columns)
         if isinstance(merge_strategy, model.MergeStrategyAppend) and not from_data and plain:
@@ -388,49 +383,29 @@ def commit_batch(
     prev_state = projection.source_states.get(source)
     if count == 0 and source_state in (None, prev_state) and watermark == projection.watermark:
         return None
-    events: list[model.MetadataEvent] = []
-    if new_schema is not None:
-        events.append(model.SetDataSchema(schema=encode_arrow_schema(new_schema)))
-    data_file: Path | None = None
+    data_file = work_dir / f"slice-{os.urandom(6).hex()}.parquet" if count else None
     try:
-        new_data = None
-        if count:
-            data_file = work_dir / f"slice-{os.urandom(6).hex()}.parquet"
+        known_hash = None
+        if data_file is not None:
             pq.write_table(table, data_file)
-            first = table.column(vocab.offset)[0].as_py()
-            new_data = model.DataSlice(
-                # Hashed from memory (one pass less over the data); append re-hashes the stored copy
-                # from the file, and a disagreement falls back to the file's own hash below.
-                logical_hash=Multihash(LOGICAL_HASH_CODEC, logical_digest_table(table)),
-                physical_hash=physical_hash(data_file),
-                offset_interval=model.OffsetInterval(start=first, end=first + count - 1),
-                size=data_file.stat().st_size,
-            )
-        checkpoint = projection.last_checkpoint
+            # Hashed from memory (one pass less over the data); commit_data falls back to the file's
+            # own hash if the stored copy disagrees.
+            known_hash = Multihash(LOGICAL_HASH_CODEC, logical_digest_table(table))
         add_data = model.AddData(
-            prev_checkpoint=checkpoint.physical_hash if checkpoint else None,
-            prev_offset=projection.last_offset,
-            new_data=new_data,
-            new_checkpoint=checkpoint,
+            new_checkpoint=projection.last_checkpoint,
             new_watermark=watermark,
             new_source_state=source_state if source_state is not None else prev_state,
         )
-        try:
-            head = dataset.append(
-                [*events, add_data], expected_head=projection.head, system_time=stamp, data_file=data_file
-            )
-        except IntegrityError:
-            if new_data is None or data_file is None:
-                raise
-            from_file = replace(new_data, logical_hash=logical_hash(data_file))
-            if from_file == new_data:
-                raise
-            head = dataset.append(
-                [*events, replace(add_data, new_data=from_file)],
-                expected_head=projection.head,
-                system_time=stamp,
-                data_file=data_file,
-            )
+        head = commit_data(
+            dataset,
+            projection,
+            add_data,
+            system_time=stamp,
+            data_file=data_file,
+            records=count,
+            schema=new_schema,
+            known_logical_hash=known_hash,
+        )
     finally:
         if data_file is not None:
             data_file.unlink(missing_ok=True)
@@ -512,58 +487,6 @@ def primary_key(strategy: model.MergeStrategy) -> tuple[str, ...]:
     return ()
 
 
-def read_current_state(
-    engine: SparkEngine,
-    dataset: Dataset,
-    projection: ChainProjection,
-    key: Sequence[str],
-    vocab: Vocab,
-    work_dir: Path,
-) -> tuple[StateIndex, DataFrame]:
-    """The latest valid row per key, read through the state index (Opal) rather than from all history.
-
-    The index picks the valid rows of each data file by bitmap, so the cost follows the size of the
-    state, not of the history; files without a valid row are not opened. The rows reach Spark as one
-    Parquet file in ``work_dir``, which must outlive the DataFrame (``engine.spark.frame_from_arrow``).
-    Returns the index too (at the current head), so the commit can advance it by its own blocks only.
-    Columns: ``event_time`` (standard name) and the user columns, like ``changelog.current_state``.
-    """
-    index = open_state_index(dataset, key)
-    table = read_state(dataset, index=index)
-    table = table.drop_columns([vocab.offset]).rename_columns(
-        [EVENT_TIME if c == vocab.event_time else c for c in table.column_names[1:]]
-    )
-    return index, frame_from_arrow(engine.session, table, work_dir)
-
-
-def advance_state_index(dataset: Dataset, key: Sequence[str], index: StateIndex | None) -> None:
-    """Bring the stored state index to the head just committed, reading only the new blocks' files.
-
-    Best effort by design: the commit is already durable, and an index that lags the chain is
-    detected by its head stamp and caught up by the next reader (it is never trusted blindly), so a
-    failure here costs time later, never correctness.
-    """
-    with suppress(OdfprojError, OSError):
-        open_state_index(dataset, key, known=index)
-
-
-def read_history(
-    engine: SparkEngine, dataset: Dataset, projection: ChainProjection, vocab: Vocab
-) -> DataFrame | None:
-    """Every record of ``dataset`` (standard system column names), or ``None`` before any data."""
-    if not projection.has_data or projection.last_offset is None:
-        return None
-    paths = [
-        str(dataset.layout.data_path(block.event.new_data.physical_hash))
-        for _, block in dataset.iter_blocks()
-        if isinstance(block.event, DATA_EVENTS) and block.event.new_data is not None
-    ]
-    if not paths:
-        return None
-    history = engine.session.read.option("mergeSchema", "true").parquet(*reversed(paths))
-    return renamed(history, vocab.to_standard())
-
-
 # --- Arrow side ----------------------------------------------------------------------------------
 
 
@@ -572,7 +495,7 @@ def _with_system_columns(
 ) -> pa.Table:
     """``offset, op, system_time, event_time`` then the user columns, with the exact ODF types."""
     count = records.num_rows
-    first = 0 if projection.last_offset is None else projection.last_offset + 1
+    first = next_offset(projection)
     millis = int(stamp.timestamp() * 1000)
     arrays: list[pa.Array | pa.ChunkedArray] = [
         pa.array(np.arange(first, first + count, dtype=np.int64), pa.int64()),
@@ -596,20 +519,35 @@ def _with_system_columns(
 
 
 def _fit_schema(table: pa.Table, existing: pa.Schema | None, where: str) -> tuple[pa.Table, pa.Schema | None]:
-    """``table`` laid out as the dataset's schema (plus new columns); the schema to commit if it is new."""
+    """``table`` laid out as the dataset's schema (plus new columns); the schema to commit if it is new.
+
+    What the new data may change is :func:`odfproj.odf.schema_diff.diff_columns`'s rule; a column it
+    lacks is written as nulls when the schema allows them.
+    """
     if existing is None:
         return table, table.schema
+    for op in diff_columns(existing, table.schema).breaking:
+        if isinstance(op, RetypeColumn):
+            raise IngestError(
+                f"{where}: column {op.name!r} is {op.new} in the new data but {op.old} in the dataset's "
+                "schema; cast it in the read schema or the preprocess query"
+            )
+        if not isinstance(op, DropColumn):
+            raise IngestError(
+                f"{where}: the new data {op.describe()}; rename it in the read schema or preprocess"
+            )
     names = table.schema.names
     arrays: list[pa.ChunkedArray] = []
-    fields: list[pa.Field] = []
     for f in existing:
         if f.name in names:
             column = table.column(f.name)
-            if not column.type.equals(f.type):
-                raise IngestError(
-                    f"{where}: column {f.name!r} is {column.type} in the new data but {f.type} in the "
-                    "dataset's schema; cast it in the read schema or the preprocess query"
-                )
+            if not column.type.equals(f.type):  # they differ in nested nullability only
+                if not nullable_throughout(f.type).equals(f.type):
+                    raise IngestError(
+                        f"{where}: column {f.name!r} is {column.type} in the new data but {f.type} in the "
+                        "dataset's schema, which allows no nulls inside it"
+                    )
+                column = column.cast(f.type)  # into a type that allows nulls everywhere: cannot fail
         elif f.nullable:
             column = pa.chunked_array([pa.nulls(table.num_rows, f.type)])
         else:
@@ -617,19 +555,10 @@ def _fit_schema(table: pa.Table, existing: pa.Schema | None, where: str) -> tupl
         if not f.nullable and column.null_count:
             raise IngestError(f"{where}: column {f.name!r} is NOT NULL but the new data has nulls in it")
         arrays.append(column)
-        fields.append(f)
-    added = [n for n in names if existing.get_field_index(n) < 0]
-    for name in added:
-        arrays.append(table.column(name))
-        fields.append(table.schema.field(name))
-    schema = pa.schema(fields)
-    out = pa.Table.from_arrays(arrays, schema=schema)
-    if not added:
-        return out, None
-    problem = schema_evolution_problem(existing, schema)
-    if problem:  # pragma: no cover - appending columns is always additive
-        raise IngestError(f"{where}: {problem}")
-    return out, schema
+    added = [table.schema.field(n) for n in names if existing.get_field_index(n) < 0]
+    schema = pa.schema([*existing, *added])
+    out = pa.Table.from_arrays([*arrays, *(table.column(f.name) for f in added)], schema=schema)
+    return out, (schema if added else None)
 
 
 def _new_watermark(previous: datetime | None, event_times: pa.ChunkedArray) -> datetime | None:

@@ -512,23 +512,47 @@ def _inferred_properties(df: DataFrame, path: Sequence[str]) -> T.StructType | N
     return data_type if isinstance(data_type, T.StructType) else None
 
 
+def _geo_reader(
+    spark: SparkSession,
+    step: model.ReadStepGeoJson | model.ReadStepNdGeoJson,
+    files: list[str],
+    declared: pa.Schema | None,
+    *,
+    multi_line: bool,
+    check: Callable[[DataFrame], None] | None = None,
+) -> tuple[DataFrameReader, tuple[T.StructType, list[str]] | DataFrame]:
+    """The JSON reader of a (ND)GeoJSON step and its properties and columns, declared or inferred.
+
+    Without a declared schema the files are probed (``check`` may refuse the probe); an empty probe is
+    returned as it is, the caller's whole result.
+    """
+    reader, charset = _json_reader(spark, step, multi_line=multi_line)
+    _check_text(files, charset)
+    inferred = None
+    if declared is None:
+        probe = reader.json(files)
+        if not probe.columns:
+            return reader, probe
+        if check is not None:
+            check(probe)
+        inferred = _inferred_properties(probe, ["features", "properties"] if multi_line else ["properties"])
+    return reader, _properties_and_columns(declared, inferred)
+
+
 def _read_geojson(
     spark: SparkSession, step: model.ReadStepGeoJson, files: list[str], declared: pa.Schema | None
 ) -> DataFrame:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    reader, charset = _json_reader(spark, step, multi_line=True)
-    _check_text(files, charset)
-    inferred = None
-    if declared is None:
-        probe = reader.json(files)
-        if not probe.columns:
-            return probe
+    def check(probe: DataFrame) -> None:
         if "features" not in probe.columns:
             raise ReadError(f"{_describe(files)} is not a GeoJSON FeatureCollection (no `features` array)")
-        inferred = _inferred_properties(probe, ["features", "properties"])
-    properties, columns = _properties_and_columns(declared, inferred)
+
+    reader, found = _geo_reader(spark, step, files, declared, multi_line=True, check=check)
+    if not isinstance(found, tuple):
+        return found
+    properties, columns = found
     schema = T.StructType([T.StructField("features", T.ArrayType(_feature_type(properties), True), True)])
     df = reader.schema(schema).json(files)
     features = _required(F.col("features"), "not a GeoJSON FeatureCollection (no `features` array)")
@@ -540,15 +564,10 @@ def _read_ndgeojson(
 ) -> DataFrame:
     from pyspark.sql import functions as F
 
-    reader, charset = _json_reader(spark, step, multi_line=False)
-    _check_text(files, charset)
-    inferred = None
-    if declared is None:
-        probe = reader.json(files)
-        if not probe.columns:
-            return probe
-        inferred = _inferred_properties(probe, ["properties"])
-    properties, columns = _properties_and_columns(declared, inferred)
+    reader, found = _geo_reader(spark, step, files, declared, multi_line=False)
+    if not isinstance(found, tuple):
+        return found
+    properties, columns = found
     df = reader.schema(_feature_type(properties)).json(files)
     return df.select(*_feature_columns(F.struct(*(F.col(c) for c in df.columns)), columns))
 

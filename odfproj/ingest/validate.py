@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
-from odfproj.engine.contract import InvalidQueryError
+from odfproj.engine.errors import InvalidQueryError
 from odfproj.engine.spark import SparkEngine, translating_errors
 from odfproj.engine.types import arrow_schema_from_spark
 from odfproj.ingest.pipeline import preprocess_batch, primary_key, with_event_time

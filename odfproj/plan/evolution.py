@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from odfproj.errors import InvalidValueError
 from odfproj.odf.ddl import parse_ddl_schema
+from odfproj.odf.schema_diff import diff_columns
 
 
 @dataclass(frozen=True)
@@ -27,16 +28,9 @@ OK = Verdict(True)
 
 
 def schema_change(old: pa.Schema, new: pa.Schema, what: str) -> Verdict:
-    """Only added columns are allowed: every old column must survive with its name and type."""
-    reasons = []
-    new_by_name = {f.name.lower(): f for f in new}
-    for f in old:
-        other = new_by_name.get(f.name.lower())
-        if other is None:
-            reasons.append(f"{what} removes or renames column '{f.name}'")
-        elif not other.type.equals(f.type):
-            reasons.append(f"{what} changes the type of column '{f.name}' from {f.type} to {other.type}")
-    return Verdict(not reasons, tuple(reasons))
+    """Only added columns are allowed (the rule and its words: :func:`odfproj.odf.schema_diff.diff_columns`)."""
+    reasons = tuple(f"{what} {problem}" for problem in diff_columns(old, new).problems())
+    return Verdict(not reasons, reasons)
 
 
 def _read_schema(event: object) -> pa.Schema | None:

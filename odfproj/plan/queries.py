@@ -21,8 +21,8 @@ from typing import Protocol
 
 import pyarrow as pa
 
-from odfproj.engine.contract import InvalidQueryError
 from odfproj.engine.dialects import UntranslatableQueryError, is_spark, to_spark, translated_queries
+from odfproj.engine.errors import InvalidQueryError
 from odfproj.odf import model
 from odfproj.odf.data_schema import OFFSET, OP, SYSTEM_TIME, Vocab
 from odfproj.plan import evolution

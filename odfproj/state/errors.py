@@ -16,3 +16,7 @@ class StateIndexError(OdfprojError):
 
 class CorruptIndexError(StateIndexError):
     """A stored index is unreadable, incomplete or inconsistent; callers rebuild it, never trust it."""
+
+
+class DataReadError(OdfprojError):
+    """A dataset's records cannot be read as asked (a block not in its chain, no data schema yet)."""

@@ -23,7 +23,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -36,10 +35,8 @@ from odfproj.odf.timestamps import to_utc
 from odfproj.state.errors import StateIndexError
 from odfproj.state.key_store import ABSENT, KeyChanges, KeyStore
 from odfproj.state.keys import hash_keys, keys_equal
+from odfproj.state.stored_files import StoredFile
 from odfproj.state.validity_log import DEFAULT_BASE_INTERVAL, LogEntry, ValidityLog
-
-if TYPE_CHECKING:
-    from odfproj.state.persistence import StoredFile
 
 _ROW = "__state_index_row"
 _EMPTY = FrozenBitMap64()

@@ -40,12 +40,12 @@ from odfproj.state.errors import CorruptIndexError, StateIndexError
 from odfproj.state.index import StateIndex
 from odfproj.state.key_store import KeyStore
 from odfproj.state.keys import key_schema
+from odfproj.state.stored_files import MANIFEST, StoredFile
 from odfproj.state.validity_log import LogEntry
 from odfproj.storage.fsutil import fsync_dir, new_txid, replace_atomic, write_durable
 
 #: Bumped whenever a file's layout or the index's semantics change; other formats are rebuilt.
 INDEX_FORMAT = 1
-MANIFEST = "manifest.json"
 LOCK = ".lock"
 
 _LOG_SCHEMA = pa.schema(
@@ -58,29 +58,6 @@ _LOG_SCHEMA = pa.schema(
     ]
 )
 _HASH, _ROW = "__hash", "__row"
-
-
-@dataclass(frozen=True)
-class StoredFile:
-    """One content file named by the manifest, with what it must measure to be trusted."""
-
-    name: str
-    size: int
-    crc32: int
-
-    def to_json(self) -> dict[str, object]:
-        return {"name": self.name, "size": self.size, "crc32": self.crc32}
-
-    @staticmethod
-    def from_json(data: object) -> StoredFile:
-        if not isinstance(data, dict):
-            raise CorruptIndexError("manifest: a file entry is not an object")
-        name, size, crc = data.get("name"), data.get("size"), data.get("crc32")
-        if not (isinstance(name, str) and isinstance(size, int) and isinstance(crc, int)):
-            raise CorruptIndexError("manifest: a file entry lacks name, size or crc32")
-        if "/" in name or name.startswith(".") or name == MANIFEST:
-            raise CorruptIndexError(f"manifest: bad file name {name!r}")
-        return StoredFile(name, size, crc)
 
 
 # --- encoding -------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from odfproj.state.errors import StateIndexError
 from odfproj.state.index import AsAt, StateIndex, bitmap_to_numpy
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.objects import read_data_file
-from odfproj.storage.projection import DATA_EVENTS
+from odfproj.storage.slices import data_slices
 
 
 def read_state(
@@ -66,21 +66,10 @@ def read_state(
     wanted = [vocab.offset, vocab.event_time, *(c for c in selected if c != vocab.event_time)]
     out_schema = pa.schema([schema.field(c) for c in wanted])
     parts = []
-    for _, block in dataset.iter_blocks():
-        event = block.event
-        if not isinstance(event, DATA_EVENTS) or event.new_data is None:
-            continue
-        interval = event.new_data.offset_interval
-        part = read_valid_rows(
-            dataset.layout.data_path(event.new_data.physical_hash),
-            out_schema,
-            valid,
-            interval.start,
-            interval.end,
-        )
+    for data in data_slices(dataset):
+        part = read_valid_rows(data.path, out_schema, valid, data.start, data.end)
         if part is not None:
             parts.append(part)
-    parts.reverse()
     return pa.concat_tables(parts) if parts else out_schema.empty_table()
 
 
@@ -115,19 +104,15 @@ def read_changelog(dataset: Dataset, *, limit: int | None = None, newest: bool =
     schema = projection.arrow_schema
     if schema is None:
         return pa.table({})
-    slices = []
-    for _, block in dataset.iter_blocks():  # newest first
-        event = block.event
-        if isinstance(event, DATA_EVENTS) and event.new_data is not None:
-            slices.append(event.new_data)
-    if not newest:
-        slices.reverse()
+    slices = data_slices(dataset)
+    if newest:
+        slices = slices[::-1]
     parts: list[pa.Table] = []
     rows = 0
     for data_slice in slices:
         if limit is not None and rows >= limit:
             break
-        table = read_data_file(dataset.layout.data_path(data_slice.physical_hash), schema)
+        table = read_data_file(data_slice.path, schema)
         if newest:
             table = table.take(pa.array(range(table.num_rows - 1, -1, -1)))
         parts.append(table)

@@ -28,18 +28,18 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from odfproj.engine.contract import InvalidQueryError
+from odfproj.engine.errors import InvalidQueryError
 from odfproj.engine.spark import SparkEngine, frame_from_arrow, translating_errors
 from odfproj.errors import OdfprojError
 from odfproj.odf import model
 from odfproj.odf.data_schema import Vocab
 from odfproj.odf.timestamps import to_utc
 from odfproj.state.dataset_index import primary_key_of
+from odfproj.state.frames import changelog_as_of, read_changelog_frame
+from odfproj.state.projections import query_state
 from odfproj.state.read import read_state
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.workspace import Workspace
-from odfproj.transform.execute import query_state
-from odfproj.transform.inputs import changelog_as_of, read_changelog
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -95,7 +95,7 @@ def changelog_frame(session: SparkSession, dataset: Dataset, as_at: datetime | N
     projection = dataset.projection()
     if projection.arrow_schema is None:
         raise OdfprojError(f"dataset {dataset.name} has no data yet, so it has no records to query")
-    history = read_changelog(
+    history = read_changelog_frame(
         session, changelog_as_of(dataset, projection.head, projection.last_offset), projection.arrow_schema
     )
     if as_at is not None:

@@ -16,7 +16,8 @@ Rules (ODF 0.35 "Metadata Chain", "Metadata Reference", RFC-014, "Schema Evoluti
   for the first) and ``end >= start``; data needs a SetDataSchema first;
 - ``prevCheckpoint`` equals the physical hash of the previous data event's ``newCheckpoint``;
 - watermarks never decrease and, once set, are carried by every data event;
-- a later SetDataSchema may only append columns (same names, order, types; nullability may widen);
+- a later SetDataSchema may only append columns (same names, order, types; nullability may widen):
+  :func:`odfproj.odf.schema_diff.diff_schemas`;
 - SetTransform inputs are DatasetIds (``did:odf:``), each once; ExecuteTransform covers exactly those
   inputs, each continuing where the previous ExecuteTransform left it (``prevBlockHash``/``prevOffset``);
 - DisablePushSource names an enabled push source; DisablePollingSource needs a polling source.
@@ -33,6 +34,7 @@ from odfproj.odf import model
 from odfproj.odf.arrow_schema import decode_arrow_schema
 from odfproj.odf.identity import DatasetId
 from odfproj.odf.multiformats import Multihash
+from odfproj.odf.schema_diff import diff_schemas
 from odfproj.odf.timestamps import format_rfc3339
 from odfproj.storage.errors import ChainInvariantError
 from odfproj.storage.projection import ChainProjection, InputPosition, advance, event_kind
@@ -232,28 +234,15 @@ def _check_schema(p: ChainProjection, block: model.MetadataBlock, event: model.S
 
 
 def schema_evolution_problem(old: pa.Schema | None, new: pa.Schema) -> str | None:
-    """Why ``new`` is not an additive evolution of ``old``, or ``None`` if it is.
+    """Why ``new`` is not an additive evolution of the stored layout ``old``, or ``None`` if it is.
 
-    Additive means: every old column at the same position with the same name and type, new columns
-    only at the end. Nullability may widen (NOT NULL -> nullable) but not narrow: old data may hold
-    nulls the new schema would forbid.
+    The rule is :func:`odfproj.odf.schema_diff.diff_schemas`: old columns keep their position, name,
+    type and nullability (which may only widen); new columns come at the end.
     """
     if old is None:
         return None
-    new_names = new.names
-    for index, old_field in enumerate(old):
-        if index >= len(new):
-            return f"column {old_field.name!r} was removed"
-        new_field = new.field(index)
-        if new_field.name != old_field.name:
-            if old_field.name in new_names:
-                return f"column {old_field.name!r} moved from position {index} to {new_names.index(old_field.name)}"
-            return f"column {old_field.name!r} was removed or renamed (position {index} is now {new_field.name!r})"
-        if not new_field.type.equals(old_field.type):
-            return f"column {old_field.name!r} changed type from {old_field.type} to {new_field.type}"
-        if old_field.nullable and not new_field.nullable:
-            return f"column {old_field.name!r} became NOT NULL"
-    return None
+    problems = diff_schemas(old, new).problems()
+    return f"the new schema {problems[0]}" if problems else None
 
 
 def append_block(

@@ -35,7 +35,7 @@ from odfproj.storage.head import read_head
 from odfproj.storage.layout import PROJECTION_CACHE, DatasetLayout
 from odfproj.storage.locks import LockHolder, file_lock
 from odfproj.storage.objects import checkpoint_file_problem, data_file_problem
-from odfproj.storage.projection import DATA_EVENTS, ChainProjection
+from odfproj.storage.projection import DATA_EVENTS, ChainProjection, ProjectionMemo
 
 #: Binary layout version of the blocks we write (every ODF 0.34/0.35-era block uses 2).
 BLOCK_VERSION = 2
@@ -44,11 +44,13 @@ BLOCK_VERSION = 2
 class Dataset:
     """A dataset folder in the ODF reference layout."""
 
-    def __init__(self, name: str, path: Path) -> None:
+    def __init__(self, name: str, path: Path, projections: ProjectionMemo | None = None) -> None:
         self.name = name
         self.path = Path(path)
         self.layout = DatasetLayout(self.path)
         self._projection: ChainProjection | None = None
+        #: Projections already parsed by other handles of the same workspace (see ProjectionMemo).
+        self._projections = projections
 
     def __repr__(self) -> str:
         return f"Dataset({self.name!r}, {str(self.path)!r})"
@@ -121,6 +123,10 @@ class Dataset:
     def _projection_at(self, head: Multihash, *, write_cache: bool) -> ChainProjection:
         if self._projection is not None and self._projection.head == head:
             return self._projection
+        shared = self._projections.get(self.path, head) if self._projections is not None else None
+        if shared is not None:
+            self._projection = shared
+            return shared
         cached = self._projection if self._projection is not None else self._read_cache()
         # Walk back from the head until the cached head (incremental) or the Seed (full rebuild).
         newer: list[tuple[Multihash, model.MetadataBlock]] = []
@@ -141,6 +147,8 @@ class Dataset:
             raise ChainInvariantError(f"dataset {self.name}: the stored chain is invalid: {e}") from None
         assert projection is not None
         self._projection = projection
+        if self._projections is not None:
+            self._projections.put(self.path, projection)
         if write_cache and newer:
             self._write_cache(projection)
         return projection
@@ -306,56 +314,47 @@ class Dataset:
         checkpoint_file: Path | None,
     ) -> None:
         """Stage and check the given files; require every other referenced file to be present."""
-        slices = [
-            (b.sequence_number, b.event.new_data)
-            for b in blocks
-            if isinstance(b.event, DATA_EVENTS) and b.event.new_data is not None
-        ]
-        checkpoints = [
-            (b.sequence_number, b.event.new_checkpoint)
-            for b in blocks
-            if isinstance(b.event, DATA_EVENTS) and b.event.new_checkpoint is not None
-        ]
-        if data_file is not None:
-            if not slices:
-                raise InvalidValueError(f"dataset {self.name}: data_file given but no event has newData")
-            seq, data_slice = slices.pop()
-            staged = tx.stage_copy(Path(data_file), "data")
-            problem = data_file_problem(staged, data_slice)
-            if problem:
-                raise IntegrityError(
-                    f"dataset {self.name}: data file {data_file} does not match newData of block {seq}: {problem}"
-                )
-            tx.publish_as(staged, self.layout.data_path(data_slice.physical_hash))
-        if checkpoint_file is not None:
-            if not checkpoints:
-                raise InvalidValueError(
-                    f"dataset {self.name}: checkpoint_file given but no event has newCheckpoint"
-                )
-            seq, checkpoint = checkpoints.pop()
-            staged = tx.stage_copy(Path(checkpoint_file), "checkpoint")
-            problem = checkpoint_file_problem(staged, checkpoint)
-            if problem:
-                raise IntegrityError(
-                    f"dataset {self.name}: checkpoint file {checkpoint_file} does not match newCheckpoint "
-                    f"of block {seq}: {problem}"
-                )
-            tx.publish_as(staged, self.layout.checkpoint_path(checkpoint.physical_hash))
-        for seq, data_slice in slices:
-            path = self.layout.data_path(data_slice.physical_hash)
-            problem = data_file_problem(path, data_slice, integrity=False)
-            if problem:
-                raise IntegrityError(
-                    f"dataset {self.name}: newData of block {seq} refers to {path}: {problem} (pass data_file)"
-                )
-        for seq, checkpoint in checkpoints:
-            path = self.layout.checkpoint_path(checkpoint.physical_hash)
-            problem = checkpoint_file_problem(path, checkpoint, integrity=False)
-            if problem:
-                raise IntegrityError(
-                    f"dataset {self.name}: newCheckpoint of block {seq} refers to {path}: {problem} "
-                    "(pass checkpoint_file)"
-                )
+        kinds = (
+            ("data", "newData", "data_file", data_file, self.layout.data_path, data_file_problem),
+            (
+                "checkpoint",
+                "newCheckpoint",
+                "checkpoint_file",
+                checkpoint_file,
+                self.layout.checkpoint_path,
+                checkpoint_file_problem,
+            ),
+        )
+        for kind, field, argument, given, locate, check in kinds:
+            described = [
+                (b.sequence_number, getattr(b.event, _ATTRIBUTE[field]))
+                for b in blocks
+                if isinstance(b.event, DATA_EVENTS) and getattr(b.event, _ATTRIBUTE[field]) is not None
+            ]
+            if given is not None:
+                if not described:
+                    raise InvalidValueError(f"dataset {self.name}: {argument} given but no event has {field}")
+                seq, expected = described.pop()
+                staged = tx.stage_copy(Path(given), kind)
+                problem = check(staged, expected)
+                if problem:
+                    raise IntegrityError(
+                        f"dataset {self.name}: {kind} file {given} does not match {field} of block {seq}: "
+                        f"{problem}"
+                    )
+                tx.publish_as(staged, locate(expected.physical_hash))
+            for seq, expected in described:
+                path = locate(expected.physical_hash)
+                problem = check(path, expected, integrity=False)
+                if problem:
+                    raise IntegrityError(
+                        f"dataset {self.name}: {field} of block {seq} refers to {path}: {problem} "
+                        f"(pass {argument})"
+                    )
+
+
+#: The event attribute behind each file-naming field of a data event.
+_ATTRIBUTE = {"newData": "new_data", "newCheckpoint": "new_checkpoint"}
 
 
 def _describe(head: Multihash | None) -> str:

@@ -34,13 +34,19 @@ def logical_hash(path: Path) -> Multihash:
     return Multihash(LOGICAL_HASH_CODEC, logical_digest_parquet(path))
 
 
-def _size_problem(path: Path, expected: int, what: str) -> str | None:
+def _stored_problem(path: Path, size: int, physical: Multihash, what: str, integrity: bool) -> str | None:
+    """Presence and size, then (with ``integrity``) the physical hash: what every stored object must match."""
     try:
-        size = path.stat().st_size
+        actual_size = path.stat().st_size
     except FileNotFoundError:
         return f"missing {what} file"
-    if size != expected:
-        return f"size is {size} bytes, the block says {expected}"
+    if actual_size != size:
+        return f"size is {actual_size} bytes, the block says {size}"
+    if not integrity:
+        return None
+    actual = physical_hash(path)
+    if actual != physical:
+        return f"physical hash is {actual}, the block says {physical}"
     return None
 
 
@@ -50,12 +56,9 @@ def data_file_problem(path: Path, expected: model.DataSlice, *, integrity: bool 
     Without ``integrity`` only presence and size are checked (cheap); with it, both hashes and the
     record count are recomputed.
     """
-    problem = _size_problem(path, expected.size, "data")
+    problem = _stored_problem(path, expected.size, expected.physical_hash, "data", integrity)
     if problem or not integrity:
         return problem
-    actual = physical_hash(path)
-    if actual != expected.physical_hash:
-        return f"physical hash is {actual}, the block says {expected.physical_hash}"
     try:
         rows = pq.ParquetFile(path).metadata.num_rows
         logical = logical_hash(path)
@@ -75,13 +78,7 @@ def data_file_problem(path: Path, expected: model.DataSlice, *, integrity: bool 
 
 def checkpoint_file_problem(path: Path, expected: model.Checkpoint, *, integrity: bool = True) -> str | None:
     """The first way ``path`` differs from the ``newCheckpoint`` describing it, or ``None``."""
-    problem = _size_problem(path, expected.size, "checkpoint")
-    if problem or not integrity:
-        return problem
-    actual = physical_hash(path)
-    if actual != expected.physical_hash:
-        return f"physical hash is {actual}, the block says {expected.physical_hash}"
-    return None
+    return _stored_problem(path, expected.size, expected.physical_hash, "checkpoint", integrity)
 
 
 def read_data_file(path: Path, schema: pa.Schema) -> pa.Table:

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -208,6 +210,29 @@ def _int(value: Any) -> int:
 
 def _opt_int(value: Any) -> int | None:
     return None if value is None else _int(value)
+
+
+class ProjectionMemo:
+    """Projections already parsed, by dataset folder: shared by the handles one workspace opens.
+
+    Every :class:`~odfproj.storage.dataset.Dataset` handle starts empty, so a run or plan that opens
+    a dataset several times (its own step, then as an input of each reader) would parse the on-disk
+    cache each time. Sharing is safe because a projection is immutable and is handed out only for the
+    exact head it was folded to: a head names its whole chain, so nothing stale can be served.
+    """
+
+    def __init__(self) -> None:
+        self._by_path: dict[Path, ChainProjection] = {}
+        self._lock = threading.Lock()
+
+    def get(self, path: Path, head: Multihash) -> ChainProjection | None:
+        with self._lock:
+            projection = self._by_path.get(path)
+        return projection if projection is not None and projection.head == head else None
+
+    def put(self, path: Path, projection: ChainProjection) -> None:
+        with self._lock:
+            self._by_path[path] = projection
 
 
 # --- folding ------------------------------------------------------------------------------------------

@@ -130,23 +130,19 @@ def _file_problems(dataset: Dataset, chain: _Chain, integrity: bool) -> list[Int
         event = block.event
         if not isinstance(event, DATA_EVENTS):
             continue
-        where = f"newData of block {block.sequence_number}"
-        if event.new_data is not None:
-            path = dataset.layout.data_path(event.new_data.physical_hash)
-            if path not in seen:
-                seen.add(path)
-                problem = data_file_problem(path, event.new_data, integrity=integrity)
-                if problem:
-                    problems.append(IntegrityProblem(path, f"{problem} ({where})"))
-        if event.new_checkpoint is not None:
-            path = dataset.layout.checkpoint_path(event.new_checkpoint.physical_hash)
-            if path not in seen:
-                seen.add(path)
-                problem = checkpoint_file_problem(path, event.new_checkpoint, integrity=integrity)
-                if problem:
-                    problems.append(
-                        IntegrityProblem(path, f"{problem} (newCheckpoint of block {block.sequence_number})")
-                    )
+        objects = (
+            ("newData", event.new_data, dataset.layout.data_path, data_file_problem),
+            ("newCheckpoint", event.new_checkpoint, dataset.layout.checkpoint_path, checkpoint_file_problem),
+        )
+        for field, described, locate, check in objects:
+            if described is None or (path := locate(described.physical_hash)) in seen:
+                continue
+            seen.add(path)
+            problem = check(path, described, integrity=integrity)  # type: ignore[arg-type]
+            if problem:
+                problems.append(
+                    IntegrityProblem(path, f"{problem} ({field} of block {block.sequence_number})")
+                )
     return problems
 
 

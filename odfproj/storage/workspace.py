@@ -45,6 +45,7 @@ from odfproj.storage.errors import (
 from odfproj.storage.fsutil import fsync_dir, new_txid, remove_tree, replace_atomic, write_durable
 from odfproj.storage.layout import DATASET_DIRS, HEAD_REF, LOCK_FILE, STAGING_DIR, DatasetLayout
 from odfproj.storage.locks import LockHolder, file_lock
+from odfproj.storage.projection import ProjectionMemo
 
 #: Prefixes of the workspace's own temporary folders inside ``datasets/`` (never dataset names,
 #: which cannot start with a dot).
@@ -60,6 +61,7 @@ class Workspace:
         # dataset id -> name as of the last scan (see find_by_id); a hint, always re-checked.
         self._names_by_id: dict[DatasetId, str] | None = None
         self._ids_lock = threading.Lock()
+        self._projections = ProjectionMemo()
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r})"
@@ -135,7 +137,7 @@ class Workspace:
         path = self._find(name)
         if path is None:
             raise DatasetNotFoundError(f"dataset {name!r} not found in workspace {self.root}")
-        dataset = Dataset(path.name, path)
+        dataset = Dataset(path.name, path, self._projections)
         if recover:
             dataset.recover()
         return dataset
@@ -248,7 +250,7 @@ class Workspace:
                 remove_tree(staging)
                 raise
             fsync_dir(self.datasets_dir)
-        return Dataset(target.name, target)
+        return Dataset(target.name, target, self._projections)
 
     def _write_key(self, key: DatasetKeyPair) -> None:
         if not self.keys_dir.is_dir():

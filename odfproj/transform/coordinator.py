@@ -10,7 +10,8 @@
    a data-less ExecuteTransform when only the inputs' watermarks moved;
 4. otherwise recomputes the query over the inputs' full current states, diffs it with the derivative's
    own current state (:mod:`odfproj.transform.execute`) and commits the difference as one data slice,
-   plus a SetDataSchema before the first data and whenever the query added columns.
+   plus a SetDataSchema before the first data and whenever the query added columns
+   (:func:`odfproj.storage.data_commit.commit_data`, the commit ingest uses too).
 
 See docs/design/transforms.md for why the whole state is recomputed (batch independence).
 """
@@ -24,16 +25,16 @@ from pathlib import Path
 
 from odfproj.engine.spark import SparkEngine, translating_errors
 from odfproj.odf import model
-from odfproj.odf.arrow_schema import encode_arrow_schema
 from odfproj.odf.data_schema import Vocab
 from odfproj.odf.timestamps import to_utc
+from odfproj.state.frames import changelog_as_of, read_changelog_frame
+from odfproj.storage.data_commit import commit_data, next_offset
 from odfproj.storage.dataset import Dataset
-from odfproj.storage.objects import logical_hash, physical_hash
 from odfproj.storage.projection import ChainProjection, InputPosition
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.errors import TransformError
 from odfproj.transform.execute import compute_changes, write_changes
-from odfproj.transform.inputs import changelog_as_of, read_changelog, resolve_inputs
+from odfproj.transform.inputs import resolve_inputs
 
 __all__ = ["InputSlice", "TransformOutcome", "plan_inputs", "update_derivative"]
 
@@ -159,41 +160,32 @@ def update_derivative(
     transform = _sql(p, name)
     slices = plan_inputs(workspace, dataset)
     watermark = _output_watermark(p, slices)
-    prev_checkpoint = p.last_checkpoint.physical_hash if p.last_checkpoint else None
     query_inputs = tuple(s.query_input for s in slices)
     new_records = any(s.has_new_records for s in slices)
     changed = _transform_changed(dataset, p)
     if not new_records and not changed:
         if watermark != p.watermark:
-            event = model.ExecuteTransform(
-                query_inputs=query_inputs,
-                prev_checkpoint=prev_checkpoint,
-                prev_offset=p.last_offset,
-                new_data=None,
-                new_checkpoint=None,
-                new_watermark=watermark,
-            )
-            dataset.append([event], expected_head=p.head, system_time=system_time)
+            event = model.ExecuteTransform(query_inputs=query_inputs, new_watermark=watermark)
+            commit_data(dataset, p, event, system_time=system_time)
             return TransformOutcome(0, True, "watermark advanced (no new input records)")
         return TransformOutcome(0, False, "no new input data")
     waiting = [s.alias for s in slices if s.projection.schema is None]
     if waiting:
         return TransformOutcome(0, False, f"waiting for input {', '.join(waiting)} to get a data schema")
 
-    next_offset = 0 if p.last_offset is None else p.last_offset + 1
     with tempfile.TemporaryDirectory(prefix="odfproj-transform-") as scratch:
         path = Path(scratch) / "data.parquet"
         with translating_errors(f"transform of {name}"):
             session = engine.session
             histories = {
-                s.alias: read_changelog(
+                s.alias: read_changelog_frame(
                     session, changelog_as_of(s.dataset, s.projection.head, s.projection.last_offset)
                 )
                 for s in slices
             }
             own = None
             if p.has_data:
-                own = read_changelog(session, changelog_as_of(dataset, p.head, p.last_offset))
+                own = read_changelog_frame(session, changelog_as_of(dataset, p.head, p.last_offset))
             vocab = Vocab.of(p.set_vocab)
             changes = compute_changes(
                 engine,
@@ -204,35 +196,15 @@ def update_derivative(
                 vocab=vocab,
                 input_vocabs={s.alias: Vocab.of(s.projection.set_vocab) for s in slices},
             )
-            written = write_changes(changes, next_offset, system_time, path, p.arrow_schema, vocab)
-        events: list[model.MetadataEvent] = []
-        new_data = None
-        if written.count:
-            assert written.schema is not None
-            if p.arrow_schema is None or not written.schema.equals(p.arrow_schema):
-                # First data, or the query added columns (Schema Evolution: additions only).
-                events.append(model.SetDataSchema(schema=encode_arrow_schema(written.schema)))
-            new_data = model.DataSlice(
-                logical_hash=logical_hash(path),
-                physical_hash=physical_hash(path),
-                offset_interval=model.OffsetInterval(start=next_offset, end=next_offset + written.count - 1),
-                size=path.stat().st_size,
-            )
-        events.append(
-            model.ExecuteTransform(
-                query_inputs=query_inputs,
-                prev_checkpoint=prev_checkpoint,
-                prev_offset=p.last_offset,
-                new_data=new_data,
-                new_checkpoint=None,
-                new_watermark=watermark,
-            )
-        )
-        dataset.append(
-            events,
-            expected_head=p.head,
+            written = write_changes(changes, next_offset(p), system_time, path, p.arrow_schema, vocab)
+        commit_data(
+            dataset,
+            p,
+            model.ExecuteTransform(query_inputs=query_inputs, new_watermark=watermark),
             system_time=system_time,
-            data_file=path if new_data is not None else None,
+            data_file=path,
+            records=written.count,
+            schema=written.schema,
         )
     if written.count:
         return TransformOutcome(written.count, True, f"appended {written.count} records")

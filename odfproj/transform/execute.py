@@ -7,15 +7,13 @@ them as one Parquet file in the common data schema. Both the live update (``coor
 re-execution of a recorded block (``reproduce``) go through these two functions, so a recorded block
 reproduces exactly when its inputs do.
 
-States are *multisets*: a row may occur several times. Every record counts ``+1`` (``+A``, ``+C``) or
-``-1`` (``-R``, ``-C``) for the row it carries (all state columns, ``event_time`` included: a
-retraction carries the retracted row exactly), and a state holds each row as many times as its count.
-This needs no primary key and does not depend on how the records were split into blocks.
+States are *multisets* (:func:`odfproj.state.projections.multiset_state`): the difference is the
+signed count of each row in the new result minus its count in the stored state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,11 +22,13 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from odfproj.engine.contract import InvalidQueryError
+from odfproj.engine.errors import InvalidQueryError
 from odfproj.engine.spark import SparkEngine, write_parquet_file
-from odfproj.ingest.changelog import renamed
+from odfproj.engine.types import arrow_schema_from_spark
 from odfproj.odf import data_schema, model
-from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_COLUMNS, SYSTEM_TIME, Op, Vocab
+from odfproj.odf.data_schema import EVENT_TIME, OP, SYSTEM_COLUMNS, Op, Vocab
+from odfproj.odf.schema_diff import diff_columns, diff_schemas
+from odfproj.state.projections import COUNT, query_state, renamed, repeated, signed_counts, state_columns
 from odfproj.transform.errors import TransformError
 
 if TYPE_CHECKING:
@@ -38,50 +38,15 @@ __all__ = [
     "WrittenChanges",
     "check_result",
     "compute_changes",
-    "multiset_state",
     "output_schema",
-    "query_state",
-    "state_columns",
     "write_changes",
 ]
-
-_COUNT = "__odfproj_count"
-_COPY = "__odfproj_copy"
-_ASSERTING = (int(Op.APPEND), int(Op.CORRECT_TO))
 
 
 def _col(name: str) -> Column:
     from pyspark.sql import functions as F
 
     return F.col("`" + name.replace("`", "``") + "`")
-
-
-def state_columns(history: DataFrame) -> list[str]:
-    """The columns of a state: ``event_time`` and the user columns (no offset, op, system_time)."""
-    return [c for c in history.columns if c not in (OFFSET, OP, SYSTEM_TIME)]
-
-
-def _signed_counts(history: DataFrame, columns: Sequence[str], factor: int = 1) -> DataFrame:
-    """``columns`` + the net count of each distinct row of the changelog ``history``, times ``factor``."""
-    from pyspark.sql import functions as F
-
-    sign = F.when(_col(OP).isin(*_ASSERTING), F.lit(factor)).otherwise(F.lit(-factor)).cast("long")
-    return history.groupBy(*[_col(c) for c in columns]).agg(F.sum(sign).alias(_COUNT))
-
-
-def _repeat(counted: DataFrame, columns: Sequence[str], count: Column) -> DataFrame:
-    """Every row of ``counted`` repeated ``count`` times (``count`` >= 1)."""
-    from pyspark.sql import functions as F
-
-    repeated = counted.withColumn(_COPY, F.explode(F.array_repeat(F.lit(True), count.cast("int"))))
-    return repeated.select(*[_col(c) for c in columns], *[c for c in repeated.columns if c == OP])
-
-
-def multiset_state(history: DataFrame) -> DataFrame:
-    """The rows ``history`` (a changelog in the common data schema) leaves current, with multiplicity."""
-    columns = state_columns(history)
-    counted = _signed_counts(history, columns).where(_col(_COUNT) > 0)
-    return _repeat(counted, columns, _col(_COUNT))
 
 
 def check_result(result: DataFrame, where: str, vocab: Vocab | None = None) -> DataFrame:
@@ -141,15 +106,6 @@ def _canonical_order(state: DataFrame) -> DataFrame:
     return state.repartition(1).sortWithinPartitions(*state.columns)
 
 
-def query_state(history: DataFrame, vocab: Vocab) -> DataFrame:
-    """What a query sees of an input: its state, the event time under the input's own vocabulary.
-
-    ``history`` is the input's changelog as its files name the columns (``vocab``).
-    """
-    state = multiset_state(renamed(history, vocab.to_standard()))
-    return renamed(state, {EVENT_TIME: vocab.event_time})
-
-
 def compute_changes(
     engine: SparkEngine,
     transform: model.TransformSql,
@@ -181,40 +137,33 @@ def compute_changes(
     result = check_result(engine.query(states, transform), where, vocab)
     columns = [EVENT_TIME, *(c for c in result.columns if c != EVENT_TIME)]
     result = result.select(*[_col(c) for c in columns])
-    new = result.groupBy(*[_col(c) for c in columns]).agg(F.count(F.lit(1)).cast("long").alias(_COUNT))
+    new = result.groupBy(*[_col(c) for c in columns]).agg(F.count(F.lit(1)).cast("long").alias(COUNT))
     if own_history is not None:
         own_columns = state_columns(own_history)
-        missing = [c for c in own_columns if c not in columns]
-        if missing:
+        problems = diff_columns(
+            arrow_schema_from_spark(own_history.select(*[_col(c) for c in own_columns]).schema),
+            arrow_schema_from_spark(result.schema),
+        ).problems()
+        if problems:
             raise TransformError(
-                f"{where}: the query no longer outputs the column(s) {', '.join(missing)} that the dataset "
-                "holds; columns may only be added (create a new dataset to remove or rename one)"
+                f"{where}: the query {'; '.join(problems)}; a derivative's columns may only be added "
+                "(create a new dataset to remove, rename or retype one)"
             )
         new_types = {f.name: f.dataType for f in result.schema.fields}
-        changed = [
-            f"{f.name} ({f.dataType.simpleString()} -> {new_types[f.name].simpleString()})"
-            for f in own_history.schema.fields
-            if f.name in new_types and f.dataType.simpleString() != new_types[f.name].simpleString()
-        ]
-        if changed:
-            raise TransformError(
-                f"{where}: the query changes the type of {', '.join(changed)}; a derivative's column "
-                "types cannot change (create a new dataset)"
-            )
         added = [c for c in columns if c not in own_columns]
         # The stored column order wins; added columns follow in the query's order and the stored rows
         # hold null in them, so every stored row is retracted and re-appended with its new values.
         for name in added:
             own_history = own_history.withColumn(name, F.lit(None).cast(new_types[name]))
         columns = [*own_columns, *added]
-        old = _signed_counts(own_history, columns, factor=-1)
-        new = new.unionByName(old).groupBy(*[_col(c) for c in columns]).agg(F.sum(_COUNT).alias(_COUNT))
-    changed_rows = new.where(_col(_COUNT) != 0).withColumn(
+        old = signed_counts(own_history, columns, factor=-1)
+        new = new.unionByName(old).groupBy(*[_col(c) for c in columns]).agg(F.sum(COUNT).alias(COUNT))
+    changed_rows = new.where(_col(COUNT) != 0).withColumn(
         OP,
-        F.when(_col(_COUNT) > 0, F.lit(int(Op.APPEND))).otherwise(F.lit(int(Op.RETRACT))).cast("int"),
+        F.when(_col(COUNT) > 0, F.lit(int(Op.APPEND))).otherwise(F.lit(int(Op.RETRACT))).cast("int"),
     )
-    repeated = _repeat(changed_rows, columns, F.abs(_col(_COUNT)))
-    return repeated.select(_col(OP), *[_col(c) for c in columns])
+    changes = repeated(changed_rows, columns, F.abs(_col(COUNT)))
+    return changes.select(_col(OP), *[_col(c) for c in columns])
 
 
 def _sort_key(df: DataFrame, name: str) -> Column:
@@ -260,11 +209,15 @@ def output_schema(written: pa.Schema, declared: pa.Schema | None, vocab: Vocab |
     normalised = pa.schema([normalised_field(f) for f in written])
     if declared is None:
         return normalised
-    kept = [(f.name, f.type) for f in normalised][: len(declared)]
-    if [(f.name, f.type) for f in declared] != kept:
+    # The stored nullability wins for the stored columns (the file is cast to the declared schema).
+    kept = [declared.field(f.name).nullable if f.name in declared.names else f.nullable for f in normalised]
+    problems = diff_schemas(
+        declared, pa.schema([f.with_nullable(n) for f, n in zip(normalised, kept, strict=True)])
+    ).problems()
+    if problems:
         raise TransformError(
-            f"the transform's output schema ({_describe(normalised)}) does not extend the dataset's "
-            f"({_describe(declared)}); a derivative's columns may only be added (create a new dataset)"
+            f"the transform's output {problems[0]} ({_describe(normalised)} does not extend the dataset's "
+            f"{_describe(declared)}); a derivative's columns may only be added (create a new dataset)"
         )
     return pa.schema([*declared, *list(normalised)[len(declared) :]])
 

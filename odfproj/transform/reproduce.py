@@ -18,13 +18,14 @@ from odfproj.engine.spark import SparkEngine, translating_errors
 from odfproj.odf import model
 from odfproj.odf.arrow_schema import decode_arrow_schema
 from odfproj.odf.data_schema import Vocab
-from odfproj.odf.identity import DatasetId
 from odfproj.odf.multiformats import Multihash
+from odfproj.state.frames import changelog_as_of, read_changelog_frame
 from odfproj.storage.objects import logical_hash
+from odfproj.storage.projection import ChainProjection, advance
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.errors import ReproduceMismatchError, TransformError
 from odfproj.transform.execute import compute_changes, write_changes
-from odfproj.transform.inputs import ChangelogView, changelog_as_of, read_changelog, resolve_inputs
+from odfproj.transform.inputs import resolve_inputs
 
 __all__ = ["ReproduceResult", "check_reproducible", "reproduce_all", "reproduce_transform"]
 
@@ -63,28 +64,15 @@ def reproduce_transform(
         raise TransformError(f"dataset {name}: block {block_hash} is not an ExecuteTransform")
     label = f"dataset {name}, block {block.sequence_number} ({block_hash})"
 
-    set_transform: model.SetTransform | None = None
-    vocab = Vocab()
-    schema_bytes: bytes | None = None
-    positions: dict[DatasetId, tuple[Multihash | None, int | None]] = {}
-    own_paths: list[Path] = []
-    for _hash, earlier in chain[: index + 1]:
-        e = earlier.event
-        if isinstance(e, model.SetTransform):
-            set_transform = e
-        elif isinstance(e, model.SetVocab):
-            vocab = Vocab.of(e)
-        elif isinstance(e, model.SetDataSchema):
-            schema_bytes = e.schema
-        elif isinstance(e, model.ExecuteTransform):
-            for qi in e.query_inputs:
-                old_block, old_offset = positions.get(qi.dataset_id, (None, None))
-                positions[qi.dataset_id] = (
-                    qi.new_block_hash if qi.new_block_hash is not None else old_block,
-                    qi.new_offset if qi.new_offset is not None else old_offset,
-                )
-            if e is not event and e.new_data is not None:
-                own_paths.append(dataset.layout.data_path(e.new_data.physical_hash))
+    # The chain as it stood at the block: its definitions and how far each input had been consumed.
+    at: ChainProjection | None = None
+    for earlier_hash, earlier in chain[: index + 1]:
+        at = advance(at, earlier_hash, earlier)
+    assert at is not None
+    set_transform = at.set_transform
+    vocab = Vocab.of(at.set_vocab)
+    schema_bytes = at.schema
+    positions = {i: (p.new_block_hash, p.new_offset) for i, p in at.inputs.items()}
     if set_transform is None or not isinstance(set_transform.transform, model.TransformSql):
         raise TransformError(f"{label}: no Sql SetTransform precedes the block")
     next_offset = 0 if event.prev_offset is None else event.prev_offset + 1
@@ -102,18 +90,12 @@ def reproduce_transform(
                 schema = view.schema if view.schema is not None else input_dataset.projection().arrow_schema
                 if schema is None:
                     raise TransformError(f"{label}: input {alias} has no data schema")
-                histories[alias] = read_changelog(session, view, schema)
+                histories[alias] = read_changelog_frame(session, view, schema)
             own = None
-            if own_paths and schema_bytes is not None:
-                own_view = ChangelogView(
-                    dataset,
-                    block.prev_block_hash,
-                    event.prev_offset,
-                    decode_arrow_schema(schema_bytes),
-                    tuple(own_paths),
-                    None,
+            if event.prev_offset is not None:  # the derivative's own records before the block
+                own = read_changelog_frame(
+                    session, changelog_as_of(dataset, block.prev_block_hash, event.prev_offset)
                 )
-                own = read_changelog(session, own_view)
             changes = compute_changes(
                 engine,
                 set_transform.transform,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from odfproj.engine.contract import InvalidQueryError
+from odfproj.engine.errors import InvalidQueryError
 from odfproj.engine.spark import SparkEngine, translating_errors
 from odfproj.engine.types import (
     UnstorableTypeError,

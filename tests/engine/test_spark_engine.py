@@ -1,26 +1,16 @@
-"""The Spark engine: query validation without data, preprocess, raw queries and transforms on real Spark."""
+"""The Spark engine: query validation without data and preprocess on real Spark."""
 
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from odfproj.engine.contract import (
-    Engine,
-    InvalidQueryError,
-    ValidateQueryRequest,
-    ValidateQueryResponseInvalidQuery,
-    ValidateQueryResponseSuccess,
-    raise_for_response,
-)
+from odfproj.engine.errors import InvalidQueryError
 from odfproj.engine.session import SparkSessionHolder, SparkSettings
 from odfproj.engine.spark import SparkEngine
 from odfproj.odf import model
-from odfproj.odf.identity import DatasetId
 
 pytestmark = pytest.mark.spark
 
@@ -39,9 +29,8 @@ def steps(*queries: tuple[str | None, str]) -> model.TransformSql:
     )
 
 
-def test_engine_is_lazy_and_satisfies_the_contract() -> None:
+def test_engine_is_lazy() -> None:
     engine = SparkEngine(SparkSessionHolder(SparkSettings(master="local[1]")))
-    assert isinstance(engine, Engine)
     assert not engine.holder.created
 
 
@@ -63,16 +52,11 @@ def test_validate_aggregation(engine: SparkEngine) -> None:
 
 
 def test_validate_join_with_dotted_alias(engine: SparkEngine) -> None:
-    response = engine.validate_query(
-        ValidateQueryRequest(
-            inputs={"com.example.prices": PRICES, "skus": SKUS},
-            transform=sql(
-                "SELECT p.event_time, s.name, p.price FROM `com.example.prices` p JOIN skus s ON p.sku = s.sku"
-            ),
-        )
+    schema = engine.output_schema(
+        {"com.example.prices": PRICES, "skus": SKUS},
+        sql("SELECT p.event_time, s.name, p.price FROM `com.example.prices` p JOIN skus s ON p.sku = s.sku"),
     )
-    assert isinstance(response, ValidateQueryResponseSuccess)
-    assert response.schema.names == ["event_time", "name", "price"]
+    assert schema.names == ["event_time", "name", "price"]
 
 
 @pytest.mark.parametrize(
@@ -91,10 +75,10 @@ def test_validate_join_with_dotted_alias(engine: SparkEngine) -> None:
     ],
 )
 def test_refuses_impure_functions(engine: SparkEngine, query: str, culprit: str) -> None:
-    response = engine.validate_query(ValidateQueryRequest({"prices": PRICES}, sql(query)))
-    assert isinstance(response, ValidateQueryResponseInvalidQuery)
-    assert culprit in response.message
-    assert "\n" not in response.message
+    with pytest.raises(InvalidQueryError) as refused:
+        engine.output_schema({"prices": PRICES}, sql(query))
+    assert culprit in str(refused.value)
+    assert "\n" not in str(refused.value)
 
 
 @pytest.mark.parametrize(
@@ -170,100 +154,3 @@ def test_preprocess_in_parallel_threads_do_not_collide(engine: SparkEngine, spar
         t.join()
     assert not errors
     assert results == {n: [n + 1] for n in range(4)}
-
-
-def test_execute_raw_query(engine: SparkEngine, tmp_path) -> None:
-    source = tmp_path / "in.parquet"
-    pq.write_table(pa.table({"x": [3, 1, 2], "y": ["c", "a", "b"]}), source)
-    out = tmp_path / "out" / "result.parquet"
-    response = engine.execute_raw_query(
-        model.RawQueryRequest(
-            input_data_paths=(str(source),),
-            transform=sql("SELECT y, x * 10 AS x FROM input WHERE x > 1 ORDER BY x"),
-            output_data_path=str(out),
-        )
-    )
-    assert response == model.RawQueryResponseSuccess(num_records=2)
-    assert pq.read_table(out).to_pydict() == {"y": ["b", "c"], "x": [20, 30]}
-    assert sorted(p.name for p in out.parent.iterdir()) == ["result.parquet"]
-
-    bad = engine.execute_raw_query(
-        model.RawQueryRequest(
-            input_data_paths=(str(source),),
-            transform=sql("SELECT uuid() FROM input"),
-            output_data_path=str(out),
-        )
-    )
-    assert isinstance(bad, model.RawQueryResponseInvalidQuery)
-    with pytest.raises(InvalidQueryError, match="uuid"):
-        raise_for_response(bad)
-
-
-def _vocab() -> model.DatasetVocabulary:
-    return model.DatasetVocabulary(
-        offset_column="offset",
-        operation_type_column="op",
-        system_time_column="system_time",
-        event_time_column="event_time",
-    )
-
-
-def test_execute_transform(engine: SparkEngine, tmp_path) -> None:
-    t0 = datetime(2024, 1, 1, tzinfo=UTC)
-    data = pa.table(
-        {
-            "offset": pa.array([0, 1, 2], pa.int64()),
-            "op": pa.array([0, 0, 0], pa.int32()),
-            "system_time": pa.array([t0] * 3, TS),
-            "event_time": pa.array([datetime(2024, 1, d, tzinfo=UTC) for d in (3, 1, 2)], TS),
-            "value": [30, 10, 20],
-        }
-    )
-    source = tmp_path / "input.parquet"
-    pq.write_table(data, source)
-    dataset_id = DatasetId.from_public_key_bytes(bytes(range(32)))
-    request = model.TransformRequest(
-        dataset_id=dataset_id,
-        dataset_alias="out",
-        system_time=datetime(2024, 2, 1, 12, 0, tzinfo=UTC),
-        vocab=_vocab(),
-        transform=sql("SELECT event_time, value * 2 AS doubled FROM src"),
-        query_inputs=(
-            model.TransformRequestInput(
-                dataset_id=dataset_id,
-                dataset_alias="src",
-                query_alias="src",
-                vocab=_vocab(),
-                offset_interval=model.OffsetInterval(start=1, end=2),
-                data_paths=(str(source),),
-                schema_file=str(source),
-                explicit_watermarks=(
-                    model.Watermark(system_time=t0, event_time=datetime(2024, 1, 2, tzinfo=UTC)),
-                ),
-            ),
-        ),
-        next_offset=5,
-        new_checkpoint_path=str(tmp_path / "checkpoint"),
-        new_data_path=str(tmp_path / "new.parquet"),
-    )
-    response = engine.execute_transform(request)
-    assert response == model.TransformResponseSuccess(
-        new_offset_interval=model.OffsetInterval(start=5, end=6),
-        new_watermark=datetime(2024, 1, 2, tzinfo=UTC),
-    )
-    table = pq.read_table(tmp_path / "new.parquet")
-    assert table.column_names == ["offset", "op", "system_time", "event_time", "doubled"]
-    assert table.column("offset").to_pylist() == [5, 6]
-    assert table.column("doubled").to_pylist() == [20, 40]  # ordered by event time
-    assert table.schema.field("system_time").type == TS
-    assert table.column("system_time").to_pylist() == [datetime(2024, 2, 1, 12, 0, tzinfo=UTC)] * 2
-
-    missing = engine.execute_transform(
-        model.TransformRequest(**{**_fields(request), "transform": sql("SELECT value FROM src")})
-    )
-    assert isinstance(missing, model.TransformResponseInvalidQuery)
-    assert "event_time" in missing.message
-
-
-def _fields(obj: object) -> dict[str, object]:
-    return {name: getattr(obj, name) for name in obj.__dataclass_fields__}

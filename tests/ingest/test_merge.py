@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from odfproj.ingest.changelog import ChangelogError, current_state
 from odfproj.ingest.merge import MergeError, merge, merge_append, merge_ledger, merge_snapshot
 from odfproj.odf import model
 from odfproj.odf.data_schema import Op
+from odfproj.state.projections import ChangelogError, current_state
 
 pytestmark = pytest.mark.spark
 

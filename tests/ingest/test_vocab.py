@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from odfproj.engine.contract import InvalidQueryError
+from odfproj.engine.errors import InvalidQueryError
 from odfproj.engine.spark import SparkEngine
 from odfproj.ingest.errors import IngestError
 from odfproj.ingest.pipeline import ingest_polling

@@ -25,58 +25,23 @@ from odfproj.state.read import read_changelog
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.reproduce import reproduce_all
 from odfproj.transform.validate import query_checker
+from tests import manifests
 from tests.spark_helpers import RecordingHolder
 
 pytestmark = pytest.mark.spark
 
-ROOT = """\
-kind: DatasetSnapshot
-version: 1
-content:
-  name: sales
-  kind: Root
-  metadata:
-    - kind: SetPollingSource
-      fetch:
-        kind: FilesGlob
-        path: data/*.csv
-      read:
-        kind: Csv
-        header: true
-        schema:
-          - id BIGINT
-          - city STRING
-          - amount DOUBLE
-          - day DATE
-      merge:
-        kind: Ledger
-        primaryKey: [id]
-"""
-
-DERIVED = """\
-kind: DatasetSnapshot
-version: 1
-content:
-  name: {name}
-  kind: Derivative
-  metadata:
-    - kind: SetTransform
-      inputs:
-        - datasetRef: {input}
-          alias: s
-      transform:
-        kind: Sql
-        engine: spark
-        query: |
-{query}
-"""
+ROOT = manifests.root(
+    "sales",
+    path="data/*.csv",
+    schema=("id BIGINT", "city STRING", "amount DOUBLE", "day DATE"),
+    merge=manifests.ledger("id"),
+)
 
 BY_CITY = "SELECT max(event_time) AS event_time, city, count(*) AS n FROM s GROUP BY city"
 
 
 def _derived(name: str, query: str, source: str = "sales") -> str:
-    body = "\n".join("          " + line for line in query.splitlines())
-    return DERIVED.format(name=name, input=source, query=body)
+    return manifests.derivative(name, {"s": source}, query)
 
 
 @pytest.fixture(scope="module")

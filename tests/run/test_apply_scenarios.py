@@ -24,72 +24,39 @@ from odfproj.project.config import load_project
 from odfproj.run.apply import StalePlanError, apply_plan
 from odfproj.storage.verify import verify_dataset
 from odfproj.storage.workspace import Workspace
-
-ROOT = """\
-kind: DatasetSnapshot
-version: 1
-content:
-  name: {name}
-  kind: Root
-  metadata:
-    - kind: SetPollingSource
-      fetch:
-        kind: FilesGlob
-        path: data/{name}/*.csv
-      read:
-        kind: Csv
-        header: true
-        schema:
-          - id BIGINT
-          - city STRING
-          - value DOUBLE
-      merge:
-        kind: Ledger
-        primaryKey: [id]
-    - kind: SetInfo
-      description: {description}
-"""
-
-DERIVATIVE = """\
-kind: DatasetSnapshot
-version: 1
-content:
-  name: {name}
-  kind: Derivative
-  metadata:
-    - kind: SetTransform
-      inputs:
-{inputs}
-      transform:
-        kind: Sql
-        engine: spark
-        query: {query}
-    - kind: SetInfo
-      description: {name} derived
-"""
+from tests import manifests
 
 
-def _inputs(*names: str) -> str:
-    return "\n".join(f"        - datasetRef: {n}\n          alias: {n.split('.')[-1]}" for n in names)
+def _root(name: str, description: str) -> str:
+    return manifests.root(
+        name,
+        path=f"data/{name}/*.csv",
+        schema=("id BIGINT", "city STRING", "value DOUBLE"),
+        merge=manifests.ledger("id"),
+        extra=[manifests.set_info(description)],
+    )
+
+
+def _derivative(name: str, inputs: tuple[str, ...], query: str) -> str:
+    aliases = {n.split(".")[-1]: n for n in inputs}
+    return manifests.derivative(name, aliases, query, extra=[manifests.set_info(f"{name} derived")])
 
 
 MANIFESTS = {
-    "com.example.orders": ROOT.format(name="com.example.orders", description="Orders"),
-    "com.example.cities": ROOT.format(name="com.example.cities", description="Cities"),
-    "com.example.enriched": DERIVATIVE.format(
-        name="com.example.enriched",
-        inputs=_inputs("com.example.orders", "com.example.cities"),
-        query="SELECT o.event_time, o.id, o.value, c.city FROM orders o JOIN cities c ON o.id = c.id",
+    "com.example.orders": _root("com.example.orders", "Orders"),
+    "com.example.cities": _root("com.example.cities", "Cities"),
+    "com.example.enriched": _derivative(
+        "com.example.enriched",
+        ("com.example.orders", "com.example.cities"),
+        "SELECT o.event_time, o.id, o.value, c.city FROM orders o JOIN cities c ON o.id = c.id",
     ),
-    "com.example.by-city": DERIVATIVE.format(
-        name="com.example.by-city",
-        inputs=_inputs("com.example.enriched"),
-        query="SELECT max(event_time) AS event_time, city, sum(value) AS total FROM enriched GROUP BY city",
+    "com.example.by-city": _derivative(
+        "com.example.by-city",
+        ("com.example.enriched",),
+        "SELECT max(event_time) AS event_time, city, sum(value) AS total FROM enriched GROUP BY city",
     ),
-    "com.example.big": DERIVATIVE.format(
-        name="com.example.big",
-        inputs=_inputs("com.example.orders"),
-        query="SELECT * FROM orders WHERE value > 100",
+    "com.example.big": _derivative(
+        "com.example.big", ("com.example.orders",), "SELECT * FROM orders WHERE value > 100"
     ),
 }
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from odfproj.engine.contract import InvalidQueryError
+from odfproj.engine.errors import InvalidQueryError
 from odfproj.engine.spark import SparkEngine
 from odfproj.odf import data_schema, model
 from odfproj.transform.validate import query_checker

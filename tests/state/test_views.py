@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from odfproj.engine.contract import InvalidQueryError
+from odfproj.engine.errors import InvalidQueryError
 from odfproj.plan.sources import PlanRequest
 from odfproj.project.config import load_project
 from odfproj.run.run import run_project

@@ -233,19 +233,22 @@ _BASE = schema_with(("a", pa.string()), ("b", pa.int64()))
 @pytest.mark.parametrize(
     ("new_schema", "message"),
     [
-        (schema_with(("a", pa.string())), "column 'b' was removed"),
-        (schema_with(("a", pa.string()), ("b", pa.int32())), "column 'b' changed type from int64 to int32"),
-        (schema_with(("b", pa.int64()), ("a", pa.string())), "column 'a' moved from position 4 to 5"),
-        (schema_with(("a", pa.string()), ("c", pa.int64())), "column 'b' was removed or renamed"),
+        (schema_with(("a", pa.string())), "removes or renames column 'b'"),
+        (
+            schema_with(("a", pa.string()), ("b", pa.int32())),
+            "changes the type of column 'b' from int64 to int32",
+        ),
+        (schema_with(("b", pa.int64()), ("a", pa.string())), "moves column 'a' from position 4 to 5"),
+        (schema_with(("a", pa.string()), ("c", pa.int64())), "removes or renames column 'b'"),
         (
             schema_with(("a", pa.string()), ("x", pa.int64()), ("b", pa.int64())),
-            "column 'b' moved from position 5 to 6",
+            "moves column 'b' from position 5 to 6",
         ),
         (
             pa.schema(
                 [*COMMON_FIELDS, pa.field("a", pa.string(), nullable=False), pa.field("b", pa.int64())]
             ),
-            "column 'a' became NOT NULL",
+            "makes column 'a' NOT NULL",
         ),
     ],
     ids=["removed", "retyped", "reordered", "renamed", "inserted", "not-null"],

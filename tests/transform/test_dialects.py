@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from odfproj.engine.contract import InvalidQueryError
 from odfproj.engine.dialects import UntranslatableQueryError, to_spark, translate, translated_queries
+from odfproj.engine.errors import InvalidQueryError
 from odfproj.odf import model
 from odfproj.plan.model import Action
 from odfproj.plan.sources import PlanRequest, plan_project

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from odfproj.engine.contract import InvalidQueryError
+from odfproj.engine.errors import InvalidQueryError
 from odfproj.odf import model
 from odfproj.storage.objects import logical_hash, physical_hash
 from odfproj.storage.workspace import Workspace

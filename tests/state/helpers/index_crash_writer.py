@@ -3,7 +3,7 @@
 Usage: ``python -m tests.state.helpers.index_crash_writer WORKSPACE DATASET LOG SCRATCH``. Prints
 ``ready`` before the first commit. Each round opens the index at the head (as the Snapshot merge does
 to read the previous state), appends one block of random ``+A/-R/-C/+C`` records, advances the
-stored index with ``advance_state_index`` (the function ``commit_batch`` calls) and logs the head.
+stored index with ``advance_state_index`` (the function ingest's ``commit_batch`` calls) and logs the head.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import random
 import sys
 from pathlib import Path
 
-from odfproj.ingest.pipeline import advance_state_index
 from odfproj.state.dataset_index import open_state_index
+from odfproj.state.frames import advance_state_index
 from odfproj.storage.workspace import Workspace
 from tests.state.changelogs import KEY_COLUMNS, commit_history
 

@@ -3,11 +3,18 @@
 A changelog is a DataFrame with the full common data schema: ``offset``, ``op``, ``system_time``,
 ``event_time`` and the user columns. Reading it record by record in offset order and applying every
 operation gives a *state*: ``+A`` and ``+C`` assert a row, ``-R`` and ``-C`` withdraw one (spec:
-Representation of Retractions and Corrections).
+Representation of Retractions and Corrections). Two projections, both on Spark:
 
-``current_state`` is the plain projection: it re-reads the whole history. It is deliberately narrow
-(history and primary key in, one row per key out) so the Opal-style state index of ``odfproj/state/``
-can replace it later without touching the merge strategies.
+- :func:`current_state`, the latest valid row per primary key (a Ledger's or Snapshot's state when
+  the state index is not used: it re-reads the whole history);
+- :func:`multiset_state`, the rows left current with their multiplicity, for datasets without a key
+  (every derivative: what a query sees of an input, see :func:`query_state`). Every record counts
+  ``+1`` (``+A``, ``+C``) or ``-1`` (``-R``, ``-C``) for the row it carries (all state columns,
+  ``event_time`` included: a retraction carries the retracted row exactly), and a state holds each
+  row as many times as its count. This needs no primary key and does not depend on how the records
+  were split into blocks.
+
+The Arrow-side reads through the state index live in :mod:`odfproj.state.read`.
 """
 
 from __future__ import annotations
@@ -16,18 +23,21 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from odfproj.errors import OdfprojError
-from odfproj.odf.data_schema import OFFSET, OP, SYSTEM_TIME, Op
+from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_TIME, Op, Vocab
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 #: Operations that assert a row; the other two (``-R``, ``-C``) withdraw one.
 ASSERTING_OPS = (int(Op.APPEND), int(Op.CORRECT_TO))
 
 _RANK = "__odfproj_rank"
+#: The net count of a row in :func:`signed_counts` (a name no user column is expected to take).
+COUNT = "__odfproj_count"
+_COPY = "__odfproj_copy"
 
 
-def column(name: str):
+def column(name: str) -> Column:
     """A reference to the top-level column ``name``, quoted so dots and backticks in it stay literal."""
     from pyspark.sql import functions as F
 
@@ -82,4 +92,48 @@ def current_state(history: DataFrame, primary_key: Sequence[str]) -> DataFrame:
     return live.select(*[column(c) for c in columns])
 
 
-__all__ = ["ASSERTING_OPS", "ChangelogError", "column", "current_state", "renamed", "state_columns"]
+def signed_counts(history: DataFrame, columns: Sequence[str], factor: int = 1) -> DataFrame:
+    """``columns`` + the net count (:data:`COUNT`) of each distinct row of ``history``, times ``factor``."""
+    from pyspark.sql import functions as F
+
+    sign = F.when(column(OP).isin(*ASSERTING_OPS), F.lit(factor)).otherwise(F.lit(-factor)).cast("long")
+    return history.groupBy(*[column(c) for c in columns]).agg(F.sum(sign).alias(COUNT))
+
+
+def repeated(counted: DataFrame, columns: Sequence[str], count: Column) -> DataFrame:
+    """Every row of ``counted`` repeated ``count`` times (``count`` >= 1); ``op`` kept if present."""
+    from pyspark.sql import functions as F
+
+    copies = counted.withColumn(_COPY, F.explode(F.array_repeat(F.lit(True), count.cast("int"))))
+    return copies.select(*[column(c) for c in columns], *[c for c in copies.columns if c == OP])
+
+
+def multiset_state(history: DataFrame) -> DataFrame:
+    """The rows ``history`` (a changelog in the common data schema) leaves current, with multiplicity."""
+    columns = state_columns(history)
+    counted = signed_counts(history, columns).where(column(COUNT) > 0)
+    return repeated(counted, columns, column(COUNT))
+
+
+def query_state(history: DataFrame, vocab: Vocab) -> DataFrame:
+    """What a query sees of an input: its state, the event time under the input's own vocabulary.
+
+    ``history`` is the input's changelog as its files name the columns (``vocab``).
+    """
+    state = multiset_state(renamed(history, vocab.to_standard()))
+    return renamed(state, {EVENT_TIME: vocab.event_time})
+
+
+__all__ = [
+    "ASSERTING_OPS",
+    "COUNT",
+    "ChangelogError",
+    "column",
+    "current_state",
+    "multiset_state",
+    "query_state",
+    "renamed",
+    "repeated",
+    "signed_counts",
+    "state_columns",
+]

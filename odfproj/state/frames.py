@@ -1,0 +1,140 @@
+"""A dataset's data as Spark DataFrames: its changelog as of a block, its whole history, its current state.
+
+Ingest (a merge needs the history or the previous state), transforms (a query reads its inputs'
+changelogs, a derivative its own) and ``odfproj sql`` read a dataset's records through here; the files
+to read come from the one chain walk of :mod:`odfproj.storage.slices`.
+
+A live update and the reproduction of a recorded ExecuteTransform read the same way: the data files
+of the data events at or before a block, filtered to offsets up to an offset, under the data schema in
+effect at that block (:func:`changelog_as_of`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from odfproj.engine.spark import frame_from_arrow
+from odfproj.errors import OdfprojError
+from odfproj.odf.arrow_schema import decode_arrow_schema
+from odfproj.odf.data_schema import EVENT_TIME, Vocab
+from odfproj.odf.multiformats import Multihash
+from odfproj.state.dataset_index import open_state_index
+from odfproj.state.errors import DataReadError
+from odfproj.state.index import StateIndex
+from odfproj.state.projections import renamed
+from odfproj.state.read import read_state
+from odfproj.storage.dataset import Dataset
+from odfproj.storage.projection import ChainProjection
+from odfproj.storage.slices import data_as_of, data_slices
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = [
+    "ChangelogView",
+    "advance_state_index",
+    "changelog_as_of",
+    "read_changelog_frame",
+    "read_current_state",
+    "read_history",
+]
+
+
+@dataclass(frozen=True)
+class ChangelogView:
+    """A dataset's records as of one block: the files to read, their schema, the watermark then."""
+
+    dataset: Dataset
+    #: The last block considered (``None``: nothing of the dataset is considered).
+    block_hash: Multihash | None
+    #: The last record offset considered (``None``: no record).
+    offset: int | None
+    #: The data schema in effect at ``block_hash`` (``None`` before any SetDataSchema).
+    schema: pa.Schema | None
+    data_paths: tuple[Path, ...]
+    watermark: datetime | None
+
+
+def changelog_as_of(dataset: Dataset, block_hash: Multihash | None, offset: int | None) -> ChangelogView:
+    """The data of ``dataset`` at or before ``block_hash`` with offsets up to ``offset``.
+
+    Reading every input's history on every run is the price of batch-independent results (see
+    docs/design/transforms.md).
+    """
+    if block_hash is None:
+        return ChangelogView(dataset, None, None, None, (), None)
+    data = data_as_of(dataset, block_hash)
+    if data is None:
+        raise DataReadError(f"dataset {dataset.name}: block {block_hash} is not in its metadata chain")
+    schema = decode_arrow_schema(data.schema) if data.schema is not None else None
+    paths = tuple(s.path for s in data.up_to(offset))
+    return ChangelogView(dataset, block_hash, offset, schema, paths, data.watermark)
+
+
+def read_changelog_frame(
+    session: SparkSession, view: ChangelogView, schema: pa.Schema | None = None
+) -> DataFrame:
+    """The view's records as a DataFrame with ``schema`` (default: the view's), offsets up to the view's."""
+    from pyspark.sql import functions as F
+
+    from odfproj.engine.types import spark_schema_from_arrow
+
+    schema = schema if schema is not None else view.schema
+    if schema is None:
+        raise DataReadError(f"dataset {view.dataset.name} has no data schema yet")
+    spark_schema = spark_schema_from_arrow(schema)
+    if not view.data_paths or view.offset is None:
+        return session.createDataFrame([], spark_schema)
+    df = session.read.schema(spark_schema).parquet(*(str(p) for p in view.data_paths))
+    offset = Vocab.of(view.dataset.projection().set_vocab).offset
+    return df.where(F.col(f"`{offset}`") <= F.lit(view.offset))
+
+
+def read_history(
+    session: SparkSession, dataset: Dataset, projection: ChainProjection, vocab: Vocab
+) -> DataFrame | None:
+    """Every record of ``dataset`` (standard system column names), or ``None`` before any data."""
+    if not projection.has_data or projection.last_offset is None:
+        return None
+    paths = [str(s.path) for s in data_slices(dataset)]
+    if not paths:
+        return None
+    history = session.read.option("mergeSchema", "true").parquet(*paths)
+    return renamed(history, vocab.to_standard())
+
+
+def read_current_state(
+    session: SparkSession, dataset: Dataset, key: Sequence[str], vocab: Vocab, work_dir: Path
+) -> tuple[StateIndex, DataFrame]:
+    """The latest valid row per key, read through the state index (Opal) rather than from all history.
+
+    The index picks the valid rows of each data file by bitmap, so the cost follows the size of the
+    state, not of the history; files without a valid row are not opened. The rows reach Spark as one
+    Parquet file in ``work_dir``, which must outlive the DataFrame (``engine.spark.frame_from_arrow``).
+    Returns the index too (at the current head), so the commit can advance it by its own blocks only.
+    Columns: ``event_time`` (standard name) and the user columns, like ``projections.current_state``.
+    """
+    index = open_state_index(dataset, key)
+    table = read_state(dataset, index=index)
+    table = table.drop_columns([vocab.offset]).rename_columns(
+        [EVENT_TIME if c == vocab.event_time else c for c in table.column_names[1:]]
+    )
+    return index, frame_from_arrow(session, table, work_dir)
+
+
+def advance_state_index(dataset: Dataset, key: Sequence[str], index: StateIndex | None) -> None:
+    """Bring the stored state index to the head just committed, reading only the new blocks' files.
+
+    Best effort by design: the commit is already durable, and an index that lags the chain is
+    detected by its head stamp and caught up by the next reader (it is never trusted blindly), so a
+    failure here costs time later, never correctness.
+    """
+    with suppress(OdfprojError, OSError):
+        open_state_index(dataset, key, known=index)

@@ -1,0 +1,89 @@
+"""The chain-to-data walk (storage.slices) and the one data commit (storage.data_commit), without Spark."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+
+from odfproj.odf import model
+from odfproj.odf.arrow_schema import decode_arrow_schema
+from odfproj.odf.multiformats import Multihash
+from odfproj.storage.data_commit import commit_data
+from odfproj.storage.dataset import Dataset
+from odfproj.storage.hashing import LOGICAL_HASH_CODEC
+from odfproj.storage.projection import ChainProjection
+from odfproj.storage.slices import data_as_of, data_slices
+from tests.storage.helpers.chains import (
+    BASE_TIME,
+    DEFAULT_SCHEMA,
+    Writer,
+    fake_block_hash,
+    schema_with,
+    set_schema,
+    write_slice,
+)
+
+
+def test_the_walk_gives_slices_oldest_first_with_the_schema_and_watermark_of_the_block(
+    root: Dataset, writer: Writer
+) -> None:
+    writer.add_data(2, watermark=BASE_TIME)
+    middle = writer.add_data(3, watermark=BASE_TIME + timedelta(hours=1))
+    wider = schema_with(("value", pa.string()), ("n", pa.int64()))
+    root.append([set_schema(wider)])
+    writer.add_data(1, watermark=BASE_TIME + timedelta(hours=2))
+
+    assert [(s.start, s.end) for s in data_slices(root)] == [(0, 1), (2, 4), (5, 5)]
+    at_middle = data_as_of(root, middle)
+    assert at_middle is not None
+    assert [(s.start, s.end) for s in at_middle.slices] == [(0, 1), (2, 4)]
+    assert decode_arrow_schema(at_middle.schema) == DEFAULT_SCHEMA
+    assert at_middle.watermark == BASE_TIME + timedelta(hours=1)
+    assert [s.start for s in at_middle.up_to(1)] == [0] and at_middle.up_to(None) == ()
+    assert all(s.path.is_file() for s in at_middle.slices)
+    assert decode_arrow_schema(data_as_of(root).schema) == wider
+    assert data_as_of(root, fake_block_hash(7)) is None
+
+
+def later(p: ChainProjection) -> datetime:
+    return p.system_time + timedelta(seconds=1)
+
+
+def test_a_commit_continues_the_chain_and_adds_a_schema_only_when_it_changed(
+    root: Dataset, writer: Writer, scratch: Path
+) -> None:
+    writer.add_data(2)
+    p = root.projection()
+    path = write_slice(scratch / "a.parquet", DEFAULT_SCHEMA, 2, 3)
+    event = model.AddData(new_watermark=BASE_TIME)
+    head = commit_data(root, p, event, system_time=later(p), data_file=path, records=3, schema=DEFAULT_SCHEMA)
+    block = root.get_block(head)
+    assert isinstance(block.event, model.AddData) and block.sequence_number == p.sequence_number + 1
+    assert block.event.prev_offset == 1 and block.event.new_data.offset_interval == model.OffsetInterval(
+        start=2, end=4
+    )
+
+    wider = schema_with(("value", pa.string()), ("n", pa.int64()))
+    p = root.projection()
+    path = write_slice(scratch / "b.parquet", wider, 5, 1)
+    wrong = Multihash(LOGICAL_HASH_CODEC, bytes(32))  # a hash from memory that the file disproves
+    head = commit_data(
+        root,
+        p,
+        event,
+        system_time=later(p),
+        data_file=path,
+        records=1,
+        schema=wider,
+        known_logical_hash=wrong,
+    )
+    kinds = [type(b.event).__name__ for _, b in list(root.iter_blocks())[:2]]
+    assert kinds == ["AddData", "SetDataSchema"]
+    assert root.get_block(head).event.new_data.logical_hash != wrong
+    assert root.projection().arrow_schema == wider
+
+    p = root.projection()
+    head = commit_data(root, p, model.AddData(new_watermark=BASE_TIME), system_time=later(p))
+    assert root.get_block(head).event.new_data is None and root.get_block(head).event.prev_offset == 5
