@@ -189,7 +189,7 @@ def ingest_polling(
     environ = dict(os.environ) if environ is None else environ
     committed: list[CommittedItem] = []
     warnings: list[str] = []
-    ingested = _glob_history(dataset) if isinstance(source.fetch, model.FetchStepFilesGlob) else None
+    ingested = glob_history(dataset) if isinstance(source.fetch, model.FetchStepFilesGlob) else None
     with _work_dir(work_dir) as work:
         for _ in range(MAX_FETCH_ROUNDS):
             projection = dataset.projection()
@@ -226,7 +226,7 @@ def ingest_polling(
     )
 
 
-def _glob_history(dataset: Dataset) -> frozenset[str]:
+def glob_history(dataset: Dataset) -> frozenset[str]:
     """The files the polling source's ``AddData`` blocks record as ingested (metadata only)."""
     return ingested_glob_files(
         block.event.new_source_state

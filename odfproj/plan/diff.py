@@ -17,7 +17,7 @@ from odfproj.odf import model
 from odfproj.odf.arrow_schema import decode_arrow_schema
 from odfproj.odf.yaml_codec import to_data
 from odfproj.plan import evolution
-from odfproj.plan.model import Action, EventChange, PlanStep
+from odfproj.plan.model import Action, AppendDefinitions, EventChange
 
 #: Events that manifests define; the rest (Seed, AddData, ExecuteTransform) are written by odfproj itself.
 DEFINITION_EVENTS = (
@@ -56,6 +56,10 @@ class ChainView:
     input_offsets: Mapping[str, int | None] = field(default_factory=dict)
     #: The current ``SetDataSchema`` as stored (FlatBuffers bytes); None before the first data.
     schema_bytes: bytes | None = None
+    #: The polling source's state as the last ``AddData`` recorded it (None: never ingested).
+    polling_state: model.SourceState | None = None
+    #: For a ``FilesGlob`` root: the file names its ``AddData`` blocks record as ingested.
+    ingested_files: frozenset[str] | None = None
 
     @property
     def data_schema(self) -> pa.Schema | None:
@@ -122,7 +126,7 @@ def diff_dataset(
     manifest: str,
     view: ChainView | None,
     resolve_input: Callable[[str], str | None],
-) -> PlanStep:
+) -> AppendDefinitions:
     desired_events: list[Any] = []
     pending: list[str] = []
     for event in snapshot.metadata:
@@ -135,12 +139,12 @@ def diff_dataset(
             EventChange(event_key(e) or type(e).__name__, type(e).__name__, None, to_data(e), to_data(e))
             for e in desired_events
         )
-        return PlanStep(
+        return AppendDefinitions(
             snapshot.name, Action.CREATE, manifest, kind_name, changes=changes, pending_inputs=tuple(pending)
         )
 
     if view.kind != snapshot.kind:
-        return PlanStep(
+        return AppendDefinitions(
             snapshot.name,
             Action.REFUSED,
             manifest,
@@ -188,7 +192,7 @@ def diff_dataset(
         )
 
     if reasons:
-        return PlanStep(
+        return AppendDefinitions(
             snapshot.name,
             Action.REFUSED,
             manifest,
@@ -198,7 +202,7 @@ def diff_dataset(
         )
     effective = tuple(c for c in changes if c.event is not None)
     if not effective:
-        return PlanStep(
+        return AppendDefinitions(
             snapshot.name,
             Action.UNCHANGED,
             manifest,
@@ -207,7 +211,7 @@ def diff_dataset(
             expected_head=view.head,
         )
     if view.foreign_events:
-        return PlanStep(
+        return AppendDefinitions(
             snapshot.name,
             Action.DRIFT,
             manifest,
@@ -217,7 +221,7 @@ def diff_dataset(
             expected_head=view.head,
             pending_inputs=tuple(pending),
         )
-    return PlanStep(
+    return AppendDefinitions(
         snapshot.name,
         Action.UPDATE,
         manifest,

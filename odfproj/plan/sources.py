@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from odfproj.errors import ManifestError
+from odfproj.odf import model
 from odfproj.plan.diff import WRITTEN_BY_DATA, ChainView
 from odfproj.plan.model import Plan
 from odfproj.plan.planner import DesiredDataset, make_plan
@@ -22,7 +23,8 @@ from odfproj.project.config import ProjectConfig
 from odfproj.project.graph import DatasetGraph
 from odfproj.project.manifests import ProjectManifests, load_manifests
 from odfproj.project.selectors import Selection, select
-from odfproj.storage.projection import event_kind
+from odfproj.storage.dataset import Dataset
+from odfproj.storage.projection import ChainProjection, event_kind
 
 #: The ``info/`` record apply leaves in each dataset it changed; drift is judged against it.
 APPLY_RECORD = "odfproj-apply.json"
@@ -127,6 +129,7 @@ def plan_project(
             for name in orphans
             if name in snapshot.graph
         },
+        project_root=config.root,
     )
     return plan, snapshot
 
@@ -163,8 +166,23 @@ def load_workspace_state(root: Path) -> WorkspaceState:
                 {did.as_did_str(): pos.new_offset for did, pos in projection.inputs.items()}
             ),
             schema_bytes=projection.schema,
+            **_files_glob_progress(dataset, projection),
         )
     return WorkspaceState(MappingProxyType(views), names)
+
+
+def _files_glob_progress(dataset: Dataset, projection: ChainProjection) -> dict[str, Any]:
+    """A ``FilesGlob`` root's source state and ingested files (a walk of its blocks: such roots only)."""
+    source = projection.set_polling_source
+    if source is None or not isinstance(source.fetch, model.FetchStepFilesGlob):
+        return {}
+    # Imported here: only FilesGlob roots need the ingest pipeline, and plan starts faster without it.
+    from odfproj.ingest.pipeline import POLLING_SOURCE_NAME, glob_history
+
+    return {
+        "polling_state": projection.source_states.get(POLLING_SOURCE_NAME),
+        "ingested_files": glob_history(dataset),
+    }
 
 
 def apply_record(*, sequence_number: int, head: str, manifest: str | None, applied_at: str) -> bytes:

@@ -373,7 +373,7 @@ def affected_datasets(plan: Plan, snapshot: ProjectSnapshot) -> tuple[str, ...]:
     Limited to the planned selection: ``--exclude`` keeps a dataset out of the run even when an
     input of it changed. Unchanged datasets upstream are not run; their data is used as it is.
     """
-    changed = {s.dataset.lower() for s in plan.steps if s.has_changes}
+    changed = {s.dataset.lower() for s in plan.definitions if s.has_changes}
     affected = set(changed)
     for name in snapshot.selection.names:
         if name.lower() in changed:
