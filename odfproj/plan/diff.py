@@ -143,17 +143,15 @@ def diff_dataset(
             snapshot.name, Action.CREATE, manifest, kind_name, changes=changes, pending_inputs=tuple(pending)
         )
 
-    if view.kind != snapshot.kind:
+    def step(action: Action, **fields: Any) -> AppendDefinitions:
+        """A step for this existing dataset, pinned to the head it was planned against."""
         return AppendDefinitions(
-            snapshot.name,
-            Action.REFUSED,
-            manifest,
-            kind_name,
-            reasons=(
-                f"dataset kind changes from {view.kind.name} to {kind_name}; a dataset cannot change kind",
-            ),
-            expected_head=view.head,
+            snapshot.name, action, manifest, kind_name, expected_head=view.head, **fields
         )
+
+    if view.kind != snapshot.kind:
+        why = f"dataset kind changes from {view.kind.name} to {kind_name}; a dataset cannot change kind"
+        return step(Action.REFUSED, reasons=(why,))
 
     desired = fold(desired_events)
     current = fold(view.definition_events)
@@ -192,44 +190,13 @@ def diff_dataset(
         )
 
     if reasons:
-        return AppendDefinitions(
-            snapshot.name,
-            Action.REFUSED,
-            manifest,
-            kind_name,
-            reasons=tuple(reasons),
-            expected_head=view.head,
-        )
-    effective = tuple(c for c in changes if c.event is not None)
-    if not effective:
-        return AppendDefinitions(
-            snapshot.name,
-            Action.UNCHANGED,
-            manifest,
-            kind_name,
-            changes=tuple(changes),
-            expected_head=view.head,
-        )
+        return step(Action.REFUSED, reasons=tuple(reasons))
+    if not any(c.event is not None for c in changes):
+        return step(Action.UNCHANGED, changes=tuple(changes))
     if view.foreign_events:
-        return AppendDefinitions(
-            snapshot.name,
-            Action.DRIFT,
-            manifest,
-            kind_name,
-            changes=tuple(changes),
-            reasons=("changed outside this project since the last apply: " + ", ".join(view.foreign_events),),
-            expected_head=view.head,
-            pending_inputs=tuple(pending),
-        )
-    return AppendDefinitions(
-        snapshot.name,
-        Action.UPDATE,
-        manifest,
-        kind_name,
-        changes=tuple(changes),
-        expected_head=view.head,
-        pending_inputs=tuple(pending),
-    )
+        drift = "changed outside this project since the last apply: " + ", ".join(view.foreign_events)
+        return step(Action.DRIFT, changes=tuple(changes), reasons=(drift,), pending_inputs=tuple(pending))
+    return step(Action.UPDATE, changes=tuple(changes), pending_inputs=tuple(pending))
 
 
 def _verdict(old: Any, new: Any, has_data: bool) -> evolution.Verdict:

@@ -13,14 +13,16 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from odfproj.errors import PlanError
 from odfproj.odf import model
 from odfproj.odf.multiformats import Multihash
 from odfproj.odf.yaml_codec import from_data
+from odfproj.plan.apply_record import APPLY_RECORD, applied_sequence_number, apply_record
 from odfproj.plan.model import Action, AppendDefinitions, Plan
-from odfproj.plan.sources import APPLY_RECORD, applied_sequence_number, apply_record
+from odfproj.plan.planfile import read_plan_file
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.errors import DatasetNotFoundError
 from odfproj.storage.workspace import Workspace
@@ -84,6 +86,14 @@ def check_plan(plan: Plan, workspace: Workspace) -> None:
                 f"dataset {step.dataset} {why} since the plan was made; nothing was applied: "
                 "run odfproj plan again"
             )
+
+
+def read_saved_plan(path: Path, workspace: Workspace) -> Plan:
+    """A plan saved by ``plan --out``; refused when it was made for another workspace."""
+    plan = read_plan_file(path)
+    if Path(plan.workspace).resolve() != workspace.root.resolve():
+        raise PlanError(f"{path} was made for workspace {plan.workspace}, not {workspace.root}")
+    return plan
 
 
 def apply_plan(

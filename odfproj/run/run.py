@@ -48,9 +48,11 @@ from odfproj.errors import OdfprojError
 from odfproj.ingest.pipeline import ingest_polling
 from odfproj.odf.timestamps import format_rfc3339
 from odfproj.plan.model import Action, DataStep, Ingest, Plan
-from odfproj.plan.sources import PlanRequest, plan_project
+from odfproj.plan.sources import plan_project
 from odfproj.project.config import ProjectConfig
+from odfproj.project.loader import PlanRequest
 from odfproj.run.apply import ApplyResult, apply_plan, check_plan
+from odfproj.run.queue import ReadyQueue
 from odfproj.run.runlog import log_path, run_log
 from odfproj.storage.fsutil import replace_atomic
 from odfproj.storage.workspace import Workspace
@@ -257,7 +259,6 @@ def run_project(
         order = tuple(s.dataset for s in plan.definitions if s.action is not Action.ORPHAN)
         steps = {step.dataset: step for step in plan.data_steps}
         upstream = {n: set(snapshot.graph.upstream(n)) & set(steps) for n in steps}
-        downstream = {n: set(snapshot.graph.downstream(n)) & set(steps) for n in steps}
 
         def work_on(name: str) -> DatasetRun:
             return _run_step(workspace, steps[name], holder, config.root, system_time, environ, report)
@@ -285,7 +286,7 @@ def run_project(
         for name in order:
             if name not in steps:
                 _emit(on_event, RunEvent(name, "finish", Work.NONE, _no_data_step(name)))
-        scheduler = _Scheduler(tuple(steps), upstream, downstream, work_on, max(1, threads), report, stop)
+        scheduler = _Scheduler(tuple(steps), upstream, work_on, max(1, threads), report, stop)
         try:
             results = scheduler.run(cancelled)
         except KeyboardInterrupt:
@@ -304,25 +305,24 @@ def write_run_results(result: RunResult) -> Path:
 
 
 class _Scheduler:
-    """Runs ``work_on`` for every dataset once its upstream finished; skips the downstream of failures.
+    """Runs ``work_on`` for every step once its upstream succeeded; skips the downstream of failures.
 
     A worker pool does the work, so the calling (main) thread only waits, and signal handlers run
-    promptly there. ``stop`` ends the starting of new datasets.
+    promptly there. ``stop`` ends the starting of new steps. Which step may start is the
+    :class:`~odfproj.run.queue.ReadyQueue`'s business.
     """
 
     def __init__(
         self,
         order: tuple[str, ...],
         upstream: Mapping[str, set[str]],
-        downstream: Mapping[str, set[str]],
         work_on: Callable[[str], DatasetRun],
         threads: int,
         on_event: Callable[[RunEvent], None] | None,
         stop: threading.Event,
     ) -> None:
         self.order = order
-        self.upstream = upstream
-        self.downstream = downstream
+        self.queue = ReadyQueue(order, upstream)
         self.work_on = work_on
         self.threads = threads
         self.on_event = on_event
@@ -334,13 +334,13 @@ class _Scheduler:
     def run(self, cancelled: Callable[[str, str], DatasetRun]) -> dict[str, DatasetRun]:
         for name in self.order:
             _emit(self.on_event, RunEvent(name, "queued", Work.NONE))
-        while len(self.results) < len(self.order):
-            if not self.stop.is_set():
-                for name in self._ready():
-                    if len(self.running) >= self.threads:
-                        break
-                    self.running[name] = self.pool.submit(self.work_on, name)
-            if not self.running:  # interrupted, or (never) nothing ready in an acyclic graph
+        while True:
+            if self.stop.is_set():
+                self.queue.cancel()
+            while self.queue and len(self.running) < self.threads:
+                name = self.queue.pop()
+                self.running[name] = self.pool.submit(self.work_on, name)
+            if not self.running:  # all done, or interrupted
                 break
             done, _ = wait(list(self.running.values()), return_when=FIRST_COMPLETED)
             for name, future in list(self.running.items()):
@@ -349,7 +349,9 @@ class _Scheduler:
                     outcome = future.result()
                     self.results[name] = outcome
                     if outcome.status is Status.ERROR:
-                        self._skip_downstream(name)
+                        self._skip(self.queue.failed(name), name)
+                    else:
+                        self.queue.succeeded(name)
         self.pool.shutdown(wait=True)
         self._cancel_rest(cancelled, NOT_STARTED)
         return self.results
@@ -367,24 +369,14 @@ class _Scheduler:
         self._cancel_rest(cancelled, NOT_STARTED)
         return self.results
 
-    def _ready(self) -> list[str]:
-        return [
-            n
-            for n in self.order
-            if n not in self.results
-            and n not in self.running
-            and all(u in self.results for u in self.upstream[n])
-        ]
-
-    def _skip_downstream(self, failed: str) -> None:
-        for name in self.order:
-            if name in self.downstream[failed] and name not in self.results:
-                # Only derivatives have upstream datasets.
-                skipped = DatasetRun(
-                    name, Work.TRANSFORM, Status.SKIPPED, message=f"upstream dataset {failed} failed"
-                )
-                self.results[name] = skipped
-                _emit(self.on_event, RunEvent(name, "finish", Work.TRANSFORM, skipped))
+    def _skip(self, names: tuple[str, ...], failed: str) -> None:
+        for name in names:
+            # Only derivatives have upstream datasets.
+            skipped = DatasetRun(
+                name, Work.TRANSFORM, Status.SKIPPED, message=f"upstream dataset {failed} failed"
+            )
+            self.results[name] = skipped
+            _emit(self.on_event, RunEvent(name, "finish", Work.TRANSFORM, skipped))
 
     def _cancel_rest(self, cancelled: Callable[[str, str], DatasetRun], why: str) -> None:
         for name in self.order:

@@ -55,8 +55,9 @@ from odfproj.engine.spark import SparkEngine
 from odfproj.errors import ManifestError, OdfprojError
 from odfproj.plan.model import Plan
 from odfproj.plan.queries import QueryChecker
-from odfproj.plan.sources import PlanRequest, ProjectSnapshot, plan_project
+from odfproj.plan.sources import ProjectSnapshot, plan_project
 from odfproj.project.config import CONFIG_FILE, ProjectConfig, load_project
+from odfproj.project.loader import PlanRequest
 from odfproj.run.run import RunEvent, RunResult, run_project
 from odfproj.transform.validate import query_checker
 
