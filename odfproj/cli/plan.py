@@ -53,7 +53,8 @@ def plan(
     output_format: PlanFormat = typer.Option(
         PlanFormat.text,
         "--format",
-        help="text for people, json for tools (schemas/plan.schema.json), markdown for a PR comment.",
+        help="text for people, json for tools (schemas/plan.schema.json, format version 2), markdown for a PR "
+        "comment.",
     ),
     out: Path | None = typer.Option(
         None,
@@ -75,6 +76,11 @@ def plan(
     Each dataset is classified as create (+), update (~), unchanged, drift (~, changed outside the
     project), orphan (?, in the workspace but without a manifest; never deleted) or refused (!, a change
     that ODF's evolution rules forbid; exit code 1).
+
+    Then the data work `odfproj run` does after applying, in its order: each root's ingest (for a
+    FilesGlob source, the files it will read inside the project folder, and a warning for files it will
+    never read) and each derivative's transform with its inputs' new records. Run executes exactly these
+    steps. Nothing is fetched to list them.
 
     A created or changed query is validated by the Spark engine over empty inputs that have the inputs'
     schemas: the plan shows its output schema and refuses an invalid query or one that removes or

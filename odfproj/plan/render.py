@@ -61,6 +61,9 @@ def render_text(plan: Plan, *, show_unchanged: bool = False, data: bool = True) 
     return "\n".join(lines) + "\n"
 
 
+#: Files of one ingest step listed in the text and markdown forms; the JSON form lists all of them.
+FILES_SHOWN = 20
+
 #: Heads the data steps in the text and markdown forms.
 DATA_HEADING = "Data work `odfproj run` does after applying, in this order:"
 
@@ -70,7 +73,9 @@ def data_step_lines(step: DataStep) -> list[str]:
     if isinstance(step, Ingest):
         source = f" {step.source}" if step.source else ""
         lines = [f"  ingest {step.dataset}  ({step.fetch}{source})"]
-        lines += [f"    # reads {name}" for name in step.files]
+        lines += [f"    # reads {name}" for name in step.files[:FILES_SHOWN]]
+        if len(step.files) > FILES_SHOWN:
+            lines.append(f"    # ... and {len(step.files) - FILES_SHOWN} more file(s) (all in --format json)")
         lines += [f"    # {note}" for note in step.notes]
         lines += [f"    ! warning: {warning}" for warning in step.warnings]
         return lines

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from odfproj.odf import model
-from odfproj.plan.model import AppendDefinitions, Ingest, Transform, TransformInput
+from odfproj.plan.model import AppendDefinitions, Ingest, Plan, Transform, TransformInput
 from odfproj.plan.planfile import plan_from_data, plan_to_data
 from odfproj.plan.render import render_markdown, render_text
 from odfproj.plan.sources import PlanRequest, load_project_state, plan_project
@@ -127,3 +127,12 @@ def test_a_narrowed_plan_reads_only_the_selected_chains_and_their_inputs(tmp_pat
     narrowed = load_project_state(config, PlanRequest(select=("cities.view",)))
     assert narrowed.state.names == ("cities", "cities.view")
     assert load_project_state(config, PlanRequest()).state.names == ("cities", "cities.view", "other")
+
+
+def test_text_lists_the_first_files_of_a_long_glob_and_json_all_of_them() -> None:
+    files = tuple(f"data/{i:03}.csv" for i in range(25))
+    plan = Plan("p", "/w", (Ingest("r", "datasets/r.yaml", "FilesGlob", "data/*.csv", files=files),))
+    text = render_text(plan)
+    assert "# reads data/019.csv" in text and "data/020.csv" not in text
+    assert "# ... and 5 more file(s) (all in --format json)" in text
+    assert plan_to_data(plan)["steps"][0]["files"] == list(files)
