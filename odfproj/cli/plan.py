@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import os
+import sys
 from pathlib import Path
 
 import typer
@@ -22,7 +23,7 @@ from odfproj.cli.options import (
 )
 from odfproj.plan.model import Plan
 from odfproj.plan.planfile import write_plan_file
-from odfproj.plan.render import render_json, render_markdown, render_text
+from odfproj.plan.render import colourize, render_json, render_markdown, render_text
 from odfproj.plan.sources import plan_project
 from odfproj.project.config import load_project
 from odfproj.project.env import Redactor
@@ -99,7 +100,9 @@ def plan(
             holder.stop()
     if out is not None:
         write_plan_file(result, out, redact=Redactor(config.env.secret_values(os.environ)).redact)
-    typer.echo(render(result, output_format, show_unchanged), nl=False)
+    text = render(result, output_format, show_unchanged)
+    colour = output_format is PlanFormat.text and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    typer.echo(colourize(text) if colour else text, nl=False)
     if out is not None and output_format is PlanFormat.text:
         typer.echo(f"\nSaved the plan to {out}. Apply exactly this plan with: odfproj apply {out}")
     if result.has_refusals:

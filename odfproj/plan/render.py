@@ -124,6 +124,21 @@ def _step_text(step: AppendDefinitions) -> list[str]:
     return lines
 
 
+#: ANSI colours of a plan's marker lines on a terminal: create green, update yellow, refuse red.
+_COLOURS = {"+": "32", "~": "33", "!": "31", "-": "31"}
+
+
+def colourize(text: str) -> str:
+    """``render_text`` output with each dataset's and change's line coloured by its marker."""
+    out = []
+    for line in text.split("\n"):
+        marker = line.lstrip()[:2]
+        if len(marker) == 2 and marker[1] == " " and marker[0] in _COLOURS:
+            line = f"\x1b[{_COLOURS[marker[0]]}m{line}\x1b[0m"
+        out.append(line)
+    return "\n".join(out)
+
+
 def _schema_lines(schema: OutputSchema) -> list[str]:
     """The output columns; against stored ones, removed or retyped columns as '-', new ones as '+'."""
     if schema.after is None:

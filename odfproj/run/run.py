@@ -283,9 +283,11 @@ def run_project(
         def cancelled(name: str, why: str) -> DatasetRun:
             return DatasetRun(name, _work_of(steps[name]), Status.CANCELLED, message=why)
 
+        for name in order:  # every selected dataset once, so that a display knows the total
+            _emit(on_event, RunEvent(name, "queued", Work.NONE))
         for name in order:
             if name not in steps:
-                _emit(on_event, RunEvent(name, "finish", Work.NONE, _no_data_step(name)))
+                report(RunEvent(name, "finish", Work.NONE, _no_data_step(name)))
         scheduler = _Scheduler(tuple(steps), upstream, work_on, max(1, threads), report, stop)
         try:
             results = scheduler.run(cancelled)
@@ -332,8 +334,6 @@ class _Scheduler:
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="odfproj-run")
 
     def run(self, cancelled: Callable[[str, str], DatasetRun]) -> dict[str, DatasetRun]:
-        for name in self.order:
-            _emit(self.on_event, RunEvent(name, "queued", Work.NONE))
         while True:
             if self.stop.is_set():
                 self.queue.cancel()

@@ -13,7 +13,7 @@ from pathlib import Path
 from odfproj.odf import model
 from odfproj.plan.model import AppendDefinitions, Ingest, Plan, Transform, TransformInput
 from odfproj.plan.planfile import plan_from_data, plan_to_data
-from odfproj.plan.render import render_markdown, render_text
+from odfproj.plan.render import colourize, render_markdown, render_text
 from odfproj.plan.sources import PlanRequest, load_project_state, plan_project
 from odfproj.project.config import load_project
 from odfproj.run.apply import apply_plan
@@ -136,3 +136,10 @@ def test_text_lists_the_first_files_of_a_long_glob_and_json_all_of_them() -> Non
     assert "# reads data/019.csv" in text and "data/020.csv" not in text
     assert "# ... and 5 more file(s) (all in --format json)" in text
     assert plan_to_data(plan)["steps"][0]["files"] == list(files)
+
+
+def test_colours_mark_creates_updates_and_refusals_only() -> None:
+    text = "odfproj will perform the following actions:\n\n+ a [Root]\n    ~ SetInfo\n! b [Root]  # refused\n  # note"
+    lines = colourize(text).split("\n")
+    assert lines[2] == "\x1b[32m+ a [Root]\x1b[0m" and lines[3] == "\x1b[33m    ~ SetInfo\x1b[0m"
+    assert lines[4].startswith("\x1b[31m! b") and lines[0] == text.split("\n")[0] and lines[5] == "  # note"
