@@ -67,7 +67,7 @@ from odfproj.engine.types import arrow_schema_from_spark
 from odfproj.errors import EngineError, OdfprojError
 from odfproj.ingest.changelog import renamed
 from odfproj.ingest.errors import IngestError, UnsupportedSourceError, source_label
-from odfproj.ingest.fetch import FetchedItem, fetch, ingested_glob_files
+from odfproj.ingest.fetch import POLLING_SOURCE_NAME, FetchedItem, fetch, ingested_glob_files
 from odfproj.ingest.merge import merge
 from odfproj.ingest.prepare import prepare
 from odfproj.ingest.read import ReadError, describe_bad_rows, read_files
@@ -113,9 +113,6 @@ __all__ = [
     "preprocess_batch",
     "read_history",
 ]
-
-#: ``SourceState.sourceName`` of a dataset's one polling source (as the reference implementation).
-POLLING_SOURCE_NAME = "default"
 
 #: How many fetch rounds a source reporting "more data" may take in one ingest.
 MAX_FETCH_ROUNDS = 1000

@@ -22,6 +22,9 @@ from odfproj.plan.diff import ChainView, fold
 from odfproj.plan.model import DataStep, Ingest, Transform, TransformInput
 from odfproj.project.boundary import path_refusal
 
+#: A FilesGlob fetch lists the user's own files and never writes to its work folder: none is made.
+_NO_WORK_DIR = Path(tempfile.gettempdir()) / "odfproj-plan-never-written"
+
 
 def data_step(
     name: str,
@@ -106,24 +109,22 @@ def _files_glob(
     if refused:
         return Ingest(name, manifest, "FilesGlob", pattern, notes=tuple(refused))
     # Imported here: only a plan with a FilesGlob root needs the ingest package.
-    from odfproj.ingest.fetch import fetch
-    from odfproj.ingest.pipeline import POLLING_SOURCE_NAME
+    from odfproj.ingest.fetch import POLLING_SOURCE_NAME, fetch
 
-    with tempfile.TemporaryDirectory(prefix="odfproj-plan-") as work:  # FilesGlob never writes to it
-        try:
-            chosen = fetch(
-                step,
-                dataset=name,
-                source=POLLING_SOURCE_NAME,
-                prev_state=view.polling_state if view is not None else None,
-                project_root=root,
-                work_dir=Path(work),
-                system_time=datetime.now(UTC),
-                environ={},
-                ingested=view.ingested_files if view is not None else None,
-            )
-        except OdfprojError as e:  # e.g. no file matches yet: run will say the same
-            return Ingest(name, manifest, "FilesGlob", pattern, notes=(str(e),))
+    try:
+        chosen = fetch(
+            step,
+            dataset=name,
+            source=POLLING_SOURCE_NAME,
+            prev_state=view.polling_state if view is not None else None,
+            project_root=root,
+            work_dir=_NO_WORK_DIR,
+            system_time=datetime.now(UTC),
+            environ={},
+            ingested=view.ingested_files if view is not None else None,
+        )
+    except OdfprojError as e:  # e.g. no file matches yet: run will say the same
+        return Ingest(name, manifest, "FilesGlob", pattern, notes=(str(e),))
     files = tuple(item.display_name for item in chosen.items)
     notes = () if files else ("no new files: up to date",)
     return Ingest(name, manifest, "FilesGlob", pattern, files=files, notes=notes, warnings=chosen.warnings)

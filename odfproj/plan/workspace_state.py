@@ -74,12 +74,15 @@ def load_workspace_state(root: Path, names: Collection[str] | None = None) -> Wo
 def _files_glob_progress(dataset: Dataset, projection: ChainProjection) -> dict[str, Any]:
     """A ``FilesGlob`` root's source state and ingested files (a walk of its blocks: such roots only)."""
     source = projection.set_polling_source
-    if source is None or not isinstance(source.fetch, model.FetchStepFilesGlob):
-        return {}
-    # Imported here: only FilesGlob roots need the ingest pipeline, and plan starts faster without it.
-    from odfproj.ingest.pipeline import POLLING_SOURCE_NAME, glob_history
+    if (
+        source is None
+        or not isinstance(source.fetch, model.FetchStepFilesGlob)
+        or not projection.source_states
+    ):
+        return {}  # never ingested: nothing to resume from, nothing to walk
+    # Imported here: only ingested FilesGlob roots need the ingest package; plan starts faster without it.
+    from odfproj.ingest.fetch import POLLING_SOURCE_NAME
+    from odfproj.ingest.pipeline import glob_history
 
-    return {
-        "polling_state": projection.source_states.get(POLLING_SOURCE_NAME),
-        "ingested_files": glob_history(dataset),
-    }
+    state = projection.source_states.get(POLLING_SOURCE_NAME)
+    return {} if state is None else {"polling_state": state, "ingested_files": glob_history(dataset)}
