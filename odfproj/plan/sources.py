@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from odfproj.odf import model
 from odfproj.plan.model import Plan
@@ -16,23 +15,16 @@ from odfproj.plan.planner import DesiredDataset, make_plan
 from odfproj.plan.queries import QueryChecker
 from odfproj.plan.workspace_state import WorkspaceState, load_workspace_state
 from odfproj.project.config import ProjectConfig
-from odfproj.project.graph import DatasetGraph
-from odfproj.project.loader import PlanRequest, load_manifests_of, load_selected
+from odfproj.project.loader import LoadedProject, PlanRequest, load_manifests_of, load_selected
 from odfproj.project.manifests import ProjectManifests
-from odfproj.project.selectors import Selection
 
 __all__ = ["PlanRequest", "ProjectSnapshot", "load_project_state", "plan_project"]
 
 
 @dataclass(frozen=True)
-class ProjectSnapshot:
+class ProjectSnapshot(LoadedProject):
     """The project as planned: manifests, graph, selection and workspace, kept for apply and run."""
 
-    config: ProjectConfig
-    workspace: Path
-    manifests: ProjectManifests
-    graph: DatasetGraph
-    selection: Selection
     state: WorkspaceState
 
 
