@@ -88,7 +88,7 @@ def data_step_lines(step: DataStep) -> list[str]:
 def _input_status(inp: TransformInput) -> str:
     """The input's new data as the chains show it at planning (an ingest earlier in the run may add more)."""
     if inp.dataset_id is None:
-        return "created by this apply; read once it has data"
+        return "not in the workspace yet; read once it exists and has data"
     if inp.last_offset is None:
         return "no data yet"
     if inp.new_records > 0:

@@ -70,7 +70,7 @@ def test_plan_lists_every_step_a_run_takes_in_order(tmp_path) -> None:
     )
     text = render_text(plan)
     assert "  ingest cities  (FilesGlob data/cities/*.csv)\n    # reads data/cities/2024-01.csv\n" in text
-    assert "  transform cities.view\n    # input cities: created by this apply" in text
+    assert "  transform cities.view\n    # input cities: not in the workspace yet" in text
     assert "# reads data/cities/2024-02.csv" in render_markdown(plan)
     assert plan_from_data(json.loads(json.dumps(plan_to_data(plan)))) == plan
 
