@@ -49,7 +49,7 @@ def main() -> None:
             seconds.append(time.perf_counter() - start)
             assert cycle.error is None, cycle.error
             assert cycle.plan is not None
-            updates = [s.dataset for s in cycle.plan.steps if s.action is Action.UPDATE]
+            updates = [s.dataset for s in cycle.plan.definitions if s.action is Action.UPDATE]
             assert len(updates) == 1 and changed == (edited,), (updates, changed)
         assert "pyspark" not in sys.modules, "a plan without query changes must not touch Spark"
     print(

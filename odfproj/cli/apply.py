@@ -21,11 +21,10 @@ from odfproj.cli.options import (
     query_checker_for,
 )
 from odfproj.errors import PlanError
-from odfproj.plan.planfile import read_plan_file
 from odfproj.plan.render import render_text
 from odfproj.plan.sources import plan_project
 from odfproj.project.config import load_project
-from odfproj.run.apply import AppliedStep, apply_plan, check_plan
+from odfproj.run.apply import AppliedStep, apply_plan, check_plan, read_saved_plan
 from odfproj.storage.workspace import Workspace
 
 
@@ -67,10 +66,7 @@ def apply(
                 raise PlanError(
                     "a saved plan is applied as it is: drop --select/--exclude/--changed-since/--var"
                 )
-            plan = read_plan_file(plan_file)
-            if Path(plan.workspace).resolve() != workspace.root.resolve():
-                raise PlanError(f"{plan_file} was made for workspace {plan.workspace}, not {workspace.root}")
-            check_plan(plan, workspace)
+            plan = read_saved_plan(plan_file, workspace)
         else:
             state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
             checker, holder = query_checker_for(validate_queries, verbose=state.verbose)
@@ -80,7 +76,7 @@ def apply(
             finally:
                 if holder is not None:
                     holder.stop()
-            typer.echo(render_text(plan), nl=False)
+            typer.echo(render_text(plan, data=False), nl=False)
             if plan.has_refusals:
                 raise typer.Exit(1)
             if not plan.has_changes:
@@ -88,6 +84,7 @@ def apply(
             if not auto_approve:
                 _confirm()
         if not plan.has_changes:
+            check_plan(plan, workspace)  # a stale saved plan is refused even when it changes nothing
             typer.echo("No changes. The workspace matches the plan.")
             return
         with graceful_interrupt(lambda: say(f"interrupted: finishing this dataset; {SECOND_PRESS}")) as stop:

@@ -16,8 +16,8 @@ from odfproj.engine.session import SparkSessionHolder
 from odfproj.engine.spark import SparkEngine
 from odfproj.errors import OdfprojError
 from odfproj.ingest.push import ingest_push
-from odfproj.plan.sources import PlanRequest
 from odfproj.project.config import ProjectConfig, load_project, spark_settings
+from odfproj.project.loader import PlanRequest
 from odfproj.run.pending import apply_pending
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.validate import query_checker

@@ -14,8 +14,8 @@ from odfproj.engine.settings import analysis_settings
 from odfproj.engine.spark import SparkEngine
 from odfproj.errors import OdfprojError
 from odfproj.plan.queries import QueryChecker
-from odfproj.plan.sources import PlanRequest
 from odfproj.project.config import ProjectConfig, ProjectError, load_project, spark_settings
+from odfproj.project.loader import PlanRequest
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.validate import query_checker
 

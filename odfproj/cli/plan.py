@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import os
+import sys
 from pathlib import Path
 
 import typer
@@ -22,7 +23,7 @@ from odfproj.cli.options import (
 )
 from odfproj.plan.model import Plan
 from odfproj.plan.planfile import write_plan_file
-from odfproj.plan.render import render_json, render_markdown, render_text
+from odfproj.plan.render import colourize, render_json, render_markdown, render_text
 from odfproj.plan.sources import plan_project
 from odfproj.project.config import load_project
 from odfproj.project.env import Redactor
@@ -53,7 +54,8 @@ def plan(
     output_format: PlanFormat = typer.Option(
         PlanFormat.text,
         "--format",
-        help="text for people, json for tools (schemas/plan.schema.json), markdown for a PR comment.",
+        help="text for people, json for tools (schemas/plan.schema.json, format version 2), markdown for a PR "
+        "comment.",
     ),
     out: Path | None = typer.Option(
         None,
@@ -76,6 +78,11 @@ def plan(
     project), orphan (?, in the workspace but without a manifest; never deleted) or refused (!, a change
     that ODF's evolution rules forbid; exit code 1).
 
+    Then the data work `odfproj run` does after applying, in its order: each root's ingest (for a
+    FilesGlob source, the files it will read inside the project folder, and a warning for files it will
+    never read) and each derivative's transform with its inputs' new records. Run executes exactly these
+    steps. Nothing is fetched to list them.
+
     A created or changed query is validated by the Spark engine over empty inputs that have the inputs'
     schemas: the plan shows its output schema and refuses an invalid query or one that removes or
     retypes a column. Safe on untrusted pull requests: nothing a manifest names is fetched or executed
@@ -93,7 +100,9 @@ def plan(
             holder.stop()
     if out is not None:
         write_plan_file(result, out, redact=Redactor(config.env.secret_values(os.environ)).redact)
-    typer.echo(render(result, output_format, show_unchanged), nl=False)
+    text = render(result, output_format, show_unchanged)
+    colour = output_format is PlanFormat.text and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    typer.echo(colourize(text) if colour else text, nl=False)
     if out is not None and output_format is PlanFormat.text:
         typer.echo(f"\nSaved the plan to {out}. Apply exactly this plan with: odfproj apply {out}")
     if result.has_refusals:

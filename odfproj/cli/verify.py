@@ -9,8 +9,7 @@ import typer
 
 from odfproj.cli.context import CliState, stderr_console
 from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, project_engine, resolve_workspace
-from odfproj.odf import model
-from odfproj.storage.verify import verify_in_workspace
+from odfproj.run.verify import verify_datasets
 
 
 def verify(
@@ -46,20 +45,12 @@ def verify(
     bad = 0
     count = 0
     engine = _engine(project, workspace, ctx) if reproduce else None
-    for name in names:
-        dataset = opened.open(name)
-        # Reproducing proves the recorded hashes; re-hashing the files proves the stored data is that.
-        problems = [str(p) for p in verify_in_workspace(opened, dataset, integrity=integrity or reproduce)]
-        if engine is not None and not problems and dataset.kind is model.DatasetKind.Derivative:
-            from odfproj.transform.reproduce import reproduce_all
-
-            results = reproduce_all(opened, dataset.name, engine)
-            problems += [r.message for r in results if not r.ok]
-            if not problems:
-                typer.echo(f"{dataset.name}: {len(results)} transform(s) reproduced")
-        count += len(problems)
-        bad += bool(problems)
-        for problem in problems:
+    for result in verify_datasets(opened, names, integrity=integrity, engine=engine):
+        if result.reproduced is not None:
+            typer.echo(f"{result.dataset}: {result.reproduced} transform(s) reproduced")
+        count += len(result.problems)
+        bad += bool(result.problems)
+        for problem in result.problems:
             typer.echo(problem)
     noun = "dataset" if len(names) == 1 else "datasets"
     if bad:

@@ -114,7 +114,7 @@ class _CyclePrinter:
         plan = cycle.plan
         if plan is None:
             return
-        visible = [s for s in plan.steps if self.show_unchanged or s.action is not Action.UNCHANGED]
+        visible = [s for s in plan.definitions if self.show_unchanged or s.action is not Action.UNCHANGED]
         if not visible and not plan.warnings:
             typer.echo(f"no changes ({plan.count(Action.UNCHANGED)} unchanged)")
         else:

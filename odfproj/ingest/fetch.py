@@ -88,6 +88,9 @@ __all__ = [
     "ingested_glob_files",
 ]
 
+#: ``SourceState.sourceName`` of a dataset's one polling source (as the reference implementation).
+POLLING_SOURCE_NAME = "default"
+
 KIND_ETAG = "odf/etag"
 KIND_LAST_MODIFIED = "odf/last-modified"
 KIND_FILES_GLOB = "odfproj/files-glob"

@@ -66,7 +66,7 @@ from odfproj.engine.spark import SparkEngine, describe_spark_error, is_spark_err
 from odfproj.engine.types import arrow_schema_from_spark
 from odfproj.errors import EngineError, OdfprojError
 from odfproj.ingest.errors import IngestError, UnsupportedSourceError, source_label
-from odfproj.ingest.fetch import FetchedItem, fetch, ingested_glob_files
+from odfproj.ingest.fetch import POLLING_SOURCE_NAME, FetchedItem, fetch, ingested_glob_files
 from odfproj.ingest.merge import merge
 from odfproj.ingest.prepare import prepare
 from odfproj.ingest.read import ReadError, describe_bad_rows, read_files
@@ -107,9 +107,6 @@ __all__ = [
     "materialize_read",
     "preprocess_batch",
 ]
-
-#: ``SourceState.sourceName`` of a dataset's one polling source (as the reference implementation).
-POLLING_SOURCE_NAME = "default"
 
 #: How many fetch rounds a source reporting "more data" may take in one ingest.
 MAX_FETCH_ROUNDS = 1000
@@ -183,7 +180,7 @@ def ingest_polling(
     environ = dict(os.environ) if environ is None else environ
     committed: list[CommittedItem] = []
     warnings: list[str] = []
-    ingested = _glob_history(dataset) if isinstance(source.fetch, model.FetchStepFilesGlob) else None
+    ingested = glob_history(dataset) if isinstance(source.fetch, model.FetchStepFilesGlob) else None
     with _work_dir(work_dir) as work:
         for _ in range(MAX_FETCH_ROUNDS):
             projection = dataset.projection()
@@ -220,7 +217,7 @@ def ingest_polling(
     )
 
 
-def _glob_history(dataset: Dataset) -> frozenset[str]:
+def glob_history(dataset: Dataset) -> frozenset[str]:
     """The files the polling source's ``AddData`` blocks record as ingested (metadata only)."""
     return ingested_glob_files(
         block.event.new_source_state

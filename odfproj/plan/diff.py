@@ -17,7 +17,7 @@ from odfproj.odf import model
 from odfproj.odf.arrow_schema import decode_arrow_schema
 from odfproj.odf.yaml_codec import to_data
 from odfproj.plan import evolution
-from odfproj.plan.model import Action, EventChange, PlanStep
+from odfproj.plan.model import Action, AppendDefinitions, EventChange
 
 #: Events that manifests define; the rest (Seed, AddData, ExecuteTransform) are written by odfproj itself.
 DEFINITION_EVENTS = (
@@ -56,6 +56,10 @@ class ChainView:
     input_offsets: Mapping[str, int | None] = field(default_factory=dict)
     #: The current ``SetDataSchema`` as stored (FlatBuffers bytes); None before the first data.
     schema_bytes: bytes | None = None
+    #: The polling source's state as the last ``AddData`` recorded it (None: never ingested).
+    polling_state: model.SourceState | None = None
+    #: For a ``FilesGlob`` root: the file names its ``AddData`` blocks record as ingested.
+    ingested_files: frozenset[str] | None = None
 
     @property
     def data_schema(self) -> pa.Schema | None:
@@ -122,7 +126,7 @@ def diff_dataset(
     manifest: str,
     view: ChainView | None,
     resolve_input: Callable[[str], str | None],
-) -> PlanStep:
+) -> AppendDefinitions:
     desired_events: list[Any] = []
     pending: list[str] = []
     for event in snapshot.metadata:
@@ -135,21 +139,19 @@ def diff_dataset(
             EventChange(event_key(e) or type(e).__name__, type(e).__name__, None, to_data(e), to_data(e))
             for e in desired_events
         )
-        return PlanStep(
+        return AppendDefinitions(
             snapshot.name, Action.CREATE, manifest, kind_name, changes=changes, pending_inputs=tuple(pending)
         )
 
-    if view.kind != snapshot.kind:
-        return PlanStep(
-            snapshot.name,
-            Action.REFUSED,
-            manifest,
-            kind_name,
-            reasons=(
-                f"dataset kind changes from {view.kind.name} to {kind_name}; a dataset cannot change kind",
-            ),
-            expected_head=view.head,
+    def step(action: Action, **fields: Any) -> AppendDefinitions:
+        """A step for this existing dataset, pinned to the head it was planned against."""
+        return AppendDefinitions(
+            snapshot.name, action, manifest, kind_name, expected_head=view.head, **fields
         )
+
+    if view.kind != snapshot.kind:
+        why = f"dataset kind changes from {view.kind.name} to {kind_name}; a dataset cannot change kind"
+        return step(Action.REFUSED, reasons=(why,))
 
     desired = fold(desired_events)
     current = fold(view.definition_events)
@@ -188,44 +190,13 @@ def diff_dataset(
         )
 
     if reasons:
-        return PlanStep(
-            snapshot.name,
-            Action.REFUSED,
-            manifest,
-            kind_name,
-            reasons=tuple(reasons),
-            expected_head=view.head,
-        )
-    effective = tuple(c for c in changes if c.event is not None)
-    if not effective:
-        return PlanStep(
-            snapshot.name,
-            Action.UNCHANGED,
-            manifest,
-            kind_name,
-            changes=tuple(changes),
-            expected_head=view.head,
-        )
+        return step(Action.REFUSED, reasons=tuple(reasons))
+    if not any(c.event is not None for c in changes):
+        return step(Action.UNCHANGED, changes=tuple(changes))
     if view.foreign_events:
-        return PlanStep(
-            snapshot.name,
-            Action.DRIFT,
-            manifest,
-            kind_name,
-            changes=tuple(changes),
-            reasons=("changed outside this project since the last apply: " + ", ".join(view.foreign_events),),
-            expected_head=view.head,
-            pending_inputs=tuple(pending),
-        )
-    return PlanStep(
-        snapshot.name,
-        Action.UPDATE,
-        manifest,
-        kind_name,
-        changes=tuple(changes),
-        expected_head=view.head,
-        pending_inputs=tuple(pending),
-    )
+        drift = "changed outside this project since the last apply: " + ", ".join(view.foreign_events)
+        return step(Action.DRIFT, changes=tuple(changes), reasons=(drift,), pending_inputs=tuple(pending))
+    return step(Action.UPDATE, changes=tuple(changes), pending_inputs=tuple(pending))
 
 
 def _verdict(old: Any, new: Any, has_data: bool) -> evolution.Verdict:

@@ -19,12 +19,31 @@ import jsonschema
 
 from odfproj import __version__
 from odfproj.errors import PlanError
-from odfproj.plan.model import PLAN_FORMAT_VERSION, Action, EventChange, OutputSchema, Plan, PlanStep
+from odfproj.plan.model import (
+    PLAN_FORMAT_VERSION,
+    Action,
+    AppendDefinitions,
+    EventChange,
+    Ingest,
+    OutputSchema,
+    Plan,
+    Step,
+    Transform,
+    TransformInput,
+)
+
+#: The ``step`` tag of each kind of step in the JSON form.
+STEP_TAGS: dict[type, str] = {
+    AppendDefinitions: "append_definitions",
+    Ingest: "ingest",
+    Transform: "transform",
+}
 
 
 def plan_to_data(plan: Plan) -> dict[str, Any]:
     """The plan as JSON-ready data (lists, not tuples), in the form the schema documents."""
     data = _jsonable(asdict(plan))
+    data["steps"] = [{"step": STEP_TAGS[type(s)], **_jsonable(asdict(s))} for s in plan.steps]
     data["odfproj_version"] = __version__
     data["counts"] = {a.value: plan.count(a) for a in Action}
     data["summary"] = plan.summary()
@@ -64,24 +83,7 @@ def plan_from_data(data: Any, source: str = "plan") -> Plan:
         where = "/".join(str(p) for p in first.absolute_path) or "(top)"
         message = first.message if len(first.message) <= 160 else first.message[:157] + "..."
         raise PlanError(f"{source}: not a valid plan file: at {where}: {message}")
-    steps = tuple(
-        PlanStep(
-            dataset=s["dataset"],
-            action=Action(s["action"]),
-            manifest=s["manifest"],
-            kind=s["kind"],
-            changes=tuple(
-                EventChange(c["key"], c["kind"], c["before"], c["after"], c["event"], tuple(c["notes"]))
-                for c in s["changes"]
-            ),
-            reasons=tuple(s["reasons"]),
-            expected_head=s["expected_head"],
-            pending_inputs=tuple(s["pending_inputs"]),
-            data_work=tuple(s["data_work"]),
-            output_schema=_output_schema(s.get("output_schema")),
-        )
-        for s in data["steps"]
-    )
+    steps = tuple(_step_from_data(s) for s in data["steps"])
     return Plan(
         project=data["project"],
         workspace=data["workspace"],
@@ -89,6 +91,39 @@ def plan_from_data(data: Any, source: str = "plan") -> Plan:
         warnings=tuple(data["warnings"]),
         created_at=data["created_at"],
         format_version=data["format_version"],
+    )
+
+
+def _step_from_data(s: dict[str, Any]) -> Step:
+    """One step of a schema-valid plan."""
+    if s["step"] == "ingest":
+        return Ingest(
+            s["dataset"],
+            s["manifest"],
+            s["fetch"],
+            s["source"],
+            tuple(s["files"]),
+            tuple(s["notes"]),
+            tuple(s["warnings"]),
+        )
+    if s["step"] == "transform":
+        inputs = tuple(
+            TransformInput(i["name"], i["dataset_id"], i["last_offset"], i["consumed"]) for i in s["inputs"]
+        )
+        return Transform(s["dataset"], s["manifest"], inputs)
+    return AppendDefinitions(
+        dataset=s["dataset"],
+        action=Action(s["action"]),
+        manifest=s["manifest"],
+        kind=s["kind"],
+        changes=tuple(
+            EventChange(c["key"], c["kind"], c["before"], c["after"], c["event"], tuple(c["notes"]))
+            for c in s["changes"]
+        ),
+        reasons=tuple(s["reasons"]),
+        expected_head=s["expected_head"],
+        pending_inputs=tuple(s["pending_inputs"]),
+        output_schema=_output_schema(s.get("output_schema")),
     )
 
 

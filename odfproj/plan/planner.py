@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pyarrow as pa
 
 from odfproj.odf import model
 from odfproj.plan.diff import ChainView, diff_dataset, fold
-from odfproj.plan.model import Action, Plan, PlanStep
+from odfproj.plan.model import Action, AppendDefinitions, DataStep, Plan
 from odfproj.plan.queries import QueryChecker, check_queries
+from odfproj.plan.work import data_step
 
 
 @dataclass(frozen=True)
@@ -30,8 +32,12 @@ def make_plan(
     warnings: Sequence[str] = (),
     query_checker: QueryChecker | None = None,
     orphan_readers: Mapping[str, Sequence[str]] | None = None,
+    project_root: Path | None = None,
 ) -> Plan:
     """``desired`` in topological order; ``views`` keyed by lower-case dataset name.
+
+    The plan lists one ``AppendDefinitions`` per dataset, then the data steps of the datasets that are
+    not refused (see ``plan.work``; ``project_root`` lets it list the files a FilesGlob root will read).
 
     ``query_checker`` validates created and changed queries (see ``plan.queries``); without one they
     are marked as not validated. ``orphan_readers`` names, for an orphan, the project's datasets that
@@ -47,7 +53,8 @@ def make_plan(
     ]
     needed = _inputs_of_changed(desired, diffs)
     planned: dict[str, pa.Schema] = {}
-    steps: list[PlanStep] = []
+    steps: list[AppendDefinitions] = []
+    work: list[DataStep] = []
     for d, step in zip(desired, diffs, strict=True):
         own = views.get(d.snapshot.name.lower())
         name = d.snapshot.name.lower()
@@ -60,12 +67,14 @@ def make_plan(
             if step.has_changes:
                 step = checked.step
         if step.action is not Action.REFUSED:
-            step = replace(step, data_work=data_work(d.snapshot, views))
+            data = data_step(d.snapshot.name, d.manifest, d.snapshot, views, project_root)
+            if data is not None:
+                work.append(data)
         steps.append(step)
     for name in sorted(orphans):
         view = views.get(name.lower())
         steps.append(
-            PlanStep(
+            AppendDefinitions(
                 name,
                 Action.ORPHAN,
                 None,
@@ -77,7 +86,7 @@ def make_plan(
     return Plan(
         project=project,
         workspace=workspace,
-        steps=tuple(steps),
+        steps=(*steps, *work),
         warnings=tuple(warnings),
         created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     )
@@ -93,7 +102,7 @@ def _orphan_reasons(name: str, readers: Sequence[str]) -> tuple[str, ...]:
     return tuple(reasons)
 
 
-def _inputs_of_changed(desired: Sequence[DesiredDataset], diffs: Sequence[PlanStep]) -> set[str]:
+def _inputs_of_changed(desired: Sequence[DesiredDataset], diffs: Sequence[AppendDefinitions]) -> set[str]:
     """Lower-case names of the inputs of derivatives whose definition changes: their schemas are needed."""
     names: set[str] = set()
     for d, step in zip(desired, diffs, strict=True):
@@ -101,28 +110,3 @@ def _inputs_of_changed(desired: Sequence[DesiredDataset], diffs: Sequence[PlanSt
         if step.has_changes and isinstance(transform, model.SetTransform):
             names.update(i.dataset_ref.lower() for i in transform.inputs)
     return names
-
-
-def data_work(snapshot: model.DatasetSnapshot, views: Mapping[str, ChainView]) -> tuple[str, ...]:
-    """What ``run`` would do for the dataset's data, judged from metadata alone (nothing is fetched)."""
-    definition = fold(snapshot.metadata)
-    source = definition.get("SetPollingSource")
-    if isinstance(source, model.SetPollingSource):
-        return (f"poll the {type(source.fetch).__name__.removeprefix('FetchStep')} source",)
-    transform = definition.get("SetTransform")
-    if not isinstance(transform, model.SetTransform):
-        return ()
-    own = views.get(snapshot.name.lower())
-    consumed = own.input_offsets if own is not None else {}
-    work = []
-    for inp in transform.inputs:
-        ref = inp.dataset_ref
-        view = views.get(ref.lower()) or next((v for v in views.values() if v.dataset_id == ref), None)
-        if view is None:
-            work.append(f"transform once input {ref} has data")
-        elif view.last_offset is not None:
-            done = consumed.get(view.dataset_id)
-            new = view.last_offset - (done if done is not None else -1)
-            if new > 0:
-                work.append(f"transform {new} new record(s) of {ref}")
-    return tuple(work)

@@ -27,7 +27,7 @@ from odfproj.odf import model
 from odfproj.odf.data_schema import OFFSET, OP, SYSTEM_TIME, Vocab
 from odfproj.plan import evolution
 from odfproj.plan.diff import ChainView, fold
-from odfproj.plan.model import Action, OutputSchema, PlanStep
+from odfproj.plan.model import Action, AppendDefinitions, OutputSchema
 
 
 class QueryChecker(Protocol):
@@ -54,7 +54,7 @@ class QueryChecker(Protocol):
 class CheckedStep:
     """A step after the query checks, and the data schema the dataset will have when it has none yet."""
 
-    step: PlanStep
+    step: AppendDefinitions
     #: What a derivative of this dataset will read; None when unknown (or when the chain already has it).
     planned_schema: pa.Schema | None = None
 
@@ -88,7 +88,7 @@ def sql_transforms(snapshot: model.DatasetSnapshot) -> list[tuple[str, model.Tra
 
 
 def check_queries(
-    step: PlanStep,
+    step: AppendDefinitions,
     snapshot: model.DatasetSnapshot,
     own: ChainView | None,
     views: Mapping[str, ChainView],
@@ -115,7 +115,7 @@ def check_queries(
 
 
 def _check_sources(
-    step: PlanStep,
+    step: AppendDefinitions,
     snapshot: model.DatasetSnapshot,
     own: ChainView | None,
     checker: QueryChecker | None,
@@ -153,7 +153,7 @@ _NOT_VALIDATED = "query not validated (planned without the engine, e.g. --no-val
 
 
 def _check_transform(
-    step: PlanStep,
+    step: AppendDefinitions,
     snapshot: model.DatasetSnapshot,
     own: ChainView | None,
     views: Mapping[str, ChainView],
@@ -230,7 +230,7 @@ def _input_schemas(
     return _Inputs(schemas, tuple(unknown), tuple(from_plan))
 
 
-def _with_note(step: PlanStep, note: str, key: str = "SetTransform") -> PlanStep:
+def _with_note(step: AppendDefinitions, note: str, key: str = "SetTransform") -> AppendDefinitions:
     changes = tuple(
         replace(c, notes=(*c.notes, note)) if c.key == key and c.event is not None else c
         for c in step.changes
@@ -238,8 +238,8 @@ def _with_note(step: PlanStep, note: str, key: str = "SetTransform") -> PlanStep
     return replace(step, changes=changes)
 
 
-def _refused(step: PlanStep, *reasons: str) -> PlanStep:
-    return replace(step, action=Action.REFUSED, reasons=(*step.reasons, *reasons), data_work=())
+def _refused(step: AppendDefinitions, *reasons: str) -> AppendDefinitions:
+    return replace(step, action=Action.REFUSED, reasons=(*step.reasons, *reasons))
 
 
 def render_queries(snapshot: model.DatasetSnapshot) -> str:

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from odfproj.odf.yaml_codec import dump_yaml
-from odfproj.plan.model import Action, OutputSchema, Plan, PlanStep
+from odfproj.plan.model import Action, AppendDefinitions, DataStep, Ingest, OutputSchema, Plan, TransformInput
 from odfproj.plan.planfile import plan_to_json
 
 _ORDER = {
@@ -39,9 +39,10 @@ def field_diff(before: dict[str, Any] | None, after: dict[str, Any] | None) -> l
     return out
 
 
-def render_text(plan: Plan, *, show_unchanged: bool = False) -> str:
+def render_text(plan: Plan, *, show_unchanged: bool = False, data: bool = True) -> str:
+    """The plan for a terminal; ``data`` adds the data steps ``run`` takes after applying."""
     lines: list[str] = []
-    visible = [s for s in plan.steps if show_unchanged or s.action is not Action.UNCHANGED]
+    visible = [s for s in plan.definitions if show_unchanged or s.action is not Action.UNCHANGED]
     if not visible:
         lines.append("No changes. The workspace matches the manifests.")
     else:
@@ -49,6 +50,10 @@ def render_text(plan: Plan, *, show_unchanged: bool = False) -> str:
     for step in sorted(visible, key=lambda s: _ORDER[s.action]):
         lines.append("")
         lines.extend(_step_text(step))
+    if data and plan.data_steps:
+        lines += ["", DATA_HEADING]
+        for data_step in plan.data_steps:
+            lines.extend(data_step_lines(data_step))
     for warning in plan.warnings:
         lines.append(f"warning: {warning}")
     lines.append("")
@@ -56,7 +61,43 @@ def render_text(plan: Plan, *, show_unchanged: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _step_text(step: PlanStep) -> list[str]:
+#: Files of one ingest step listed in the text and markdown forms; the JSON form lists all of them.
+FILES_SHOWN = 20
+
+#: Heads the data steps in the text and markdown forms.
+DATA_HEADING = "Data work `odfproj run` does after applying, in this order:"
+
+
+def data_step_lines(step: DataStep) -> list[str]:
+    """One data step: a head line, then what it reads (``#``) and its warnings (``!``)."""
+    if isinstance(step, Ingest):
+        source = f" {step.source}" if step.source else ""
+        lines = [f"  ingest {step.dataset}  ({step.fetch}{source})"]
+        lines += [f"    # reads {name}" for name in step.files[:FILES_SHOWN]]
+        if len(step.files) > FILES_SHOWN:
+            lines.append(f"    # ... and {len(step.files) - FILES_SHOWN} more file(s) (all in --format json)")
+        lines += [f"    # {note}" for note in step.notes]
+        lines += [f"    ! warning: {warning}" for warning in step.warnings]
+        return lines
+    lines = [f"  transform {step.dataset}"]
+    for inp in step.inputs:
+        lines.append(f"    # input {inp.name}: {_input_status(inp)}")
+    return lines
+
+
+def _input_status(inp: TransformInput) -> str:
+    """The input's new data as the chains show it at planning (an ingest earlier in the run may add more)."""
+    if inp.dataset_id is None:
+        return "not in the workspace yet; read once it exists and has data"
+    if inp.last_offset is None:
+        return "no data yet"
+    if inp.new_records > 0:
+        first = inp.consumed + 1 if inp.consumed is not None else 0
+        return f"{inp.new_records} new record(s) (offsets {first}..{inp.last_offset})"
+    return "no new data yet"
+
+
+def _step_text(step: AppendDefinitions) -> list[str]:
     where = f"  ({step.manifest})" if step.manifest else ""
     kind = f" [{step.kind}]" if step.kind else ""
     head = f"{step.action.symbol} {step.dataset}{kind}{where}"
@@ -69,8 +110,6 @@ def _step_text(step: PlanStep) -> list[str]:
         lines.append(f"    {'!' if step.action is Action.REFUSED else '#'} {reason}")
     for pending in step.pending_inputs:
         lines.append(f"    # input '{pending}' is created by this apply; its id is known after apply")
-    for work in step.data_work:
-        lines.append(f"    # data: {work}")
     if step.output_schema is not None:
         lines.extend(_schema_lines(step.output_schema))
     if step.action in (Action.CREATE, Action.UPDATE, Action.DRIFT):
@@ -83,6 +122,21 @@ def _step_text(step: PlanStep) -> list[str]:
                 lines.append(f"        # {note}")
             lines.extend(f"        {line}" for line in field_diff(change.before, change.after))
     return lines
+
+
+#: ANSI colours of a plan's marker lines on a terminal: create green, update yellow, refuse red.
+_COLOURS = {"+": "32", "~": "33", "!": "31", "-": "31"}
+
+
+def colourize(text: str) -> str:
+    """``render_text`` output with each dataset's and change's line coloured by its marker."""
+    out = []
+    for line in text.split("\n"):
+        marker = line.lstrip()[:2]
+        if len(marker) == 2 and marker[1] == " " and marker[0] in _COLOURS:
+            line = f"\x1b[{_COLOURS[marker[0]]}m{line}\x1b[0m"
+        out.append(line)
+    return "\n".join(out)
 
 
 def _schema_lines(schema: OutputSchema) -> list[str]:
@@ -113,7 +167,7 @@ def render_markdown(plan: Plan, *, show_unchanged: bool = False) -> str:
     glance and opens only the datasets they care about.
     """
     lines = [f"### odfproj plan: {_md_code(plan.project)}", "", f"**{plan.summary()}**", ""]
-    refused = [s for s in plan.steps if s.action is Action.REFUSED]
+    refused = [s for s in plan.definitions if s.action is Action.REFUSED]
     if refused:
         lines += [
             "> [!CAUTION]",
@@ -123,7 +177,7 @@ def render_markdown(plan: Plan, *, show_unchanged: bool = False) -> str:
             for reason in step.reasons:
                 lines.append(f"> - `{step.dataset}` ({_md_code(step.manifest)}): {_md_escape(reason)}")
         lines.append("")
-    visible = [s for s in plan.steps if show_unchanged or s.action is not Action.UNCHANGED]
+    visible = [s for s in plan.definitions if show_unchanged or s.action is not Action.UNCHANGED]
     visible.sort(key=lambda s: _ORDER[s.action])
     if not visible:
         lines.append("No changes. The workspace matches the manifests.")
@@ -151,7 +205,13 @@ def render_markdown(plan: Plan, *, show_unchanged: bool = False) -> str:
                 "</details>",
                 "",
             ]
-    for warning in plan.warnings:
+    if plan.data_steps:
+        body = [line for step in plan.data_steps for line in data_step_lines(step)]
+        fence = _fence(body)
+        lines += [f"<details><summary>{_md_escape(DATA_HEADING)}</summary>", "", f"{fence}text", *body, fence]
+        lines += ["</details>", ""]
+    warnings = [*plan.warnings, *(w for s in plan.data_steps if isinstance(s, Ingest) for w in s.warnings)]
+    for warning in warnings:
         lines.append(f"> [!WARNING]\n> {_md_escape(warning)}\n")
     return "\n".join(lines).rstrip() + "\n"
 

@@ -6,65 +6,25 @@ pull request: rendering is sandboxed (project.render), and the workspace is only
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from types import MappingProxyType
-from typing import Any
+from dataclasses import dataclass
 
-from odfproj.errors import ManifestError
-from odfproj.plan.diff import WRITTEN_BY_DATA, ChainView
+from odfproj.odf import model
 from odfproj.plan.model import Plan
 from odfproj.plan.planner import DesiredDataset, make_plan
 from odfproj.plan.queries import QueryChecker
+from odfproj.plan.workspace_state import WorkspaceState, load_workspace_state
 from odfproj.project.config import ProjectConfig
-from odfproj.project.graph import DatasetGraph
-from odfproj.project.manifests import ProjectManifests, load_manifests
-from odfproj.project.selectors import Selection, select
-from odfproj.storage.projection import event_kind
+from odfproj.project.loader import LoadedProject, PlanRequest, load_manifests_of, load_selected
+from odfproj.project.manifests import ProjectManifests
 
-#: The ``info/`` record apply leaves in each dataset it changed; drift is judged against it.
-APPLY_RECORD = "odfproj-apply.json"
+__all__ = ["PlanRequest", "ProjectSnapshot", "load_project_state", "plan_project"]
 
 
 @dataclass(frozen=True)
-class PlanRequest:
-    """What the user asked to plan: the target, variable overrides and the selection."""
-
-    target: str | None = None
-    vars_override: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-    select: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    changed_since: str | None = None
-
-    @property
-    def narrowed(self) -> bool:
-        """True when only part of the project is planned (orphans are then not reported)."""
-        return bool(self.select or self.exclude or self.changed_since)
-
-
-@dataclass(frozen=True)
-class WorkspaceState:
-    """Every dataset of the workspace as the planner sees it, keyed by lower-case name."""
-
-    views: Mapping[str, ChainView]
-    names: tuple[str, ...]
-
-    def known_ids(self) -> dict[str, str]:
-        """``did:odf`` -> dataset name, for resolving inputs given by id."""
-        return {self.views[name.lower()].dataset_id: name for name in self.names}
-
-
-@dataclass(frozen=True)
-class ProjectSnapshot:
+class ProjectSnapshot(LoadedProject):
     """The project as planned: manifests, graph, selection and workspace, kept for apply and run."""
 
-    config: ProjectConfig
-    workspace: Path
-    manifests: ProjectManifests
-    graph: DatasetGraph
-    selection: Selection
     state: WorkspaceState
 
 
@@ -73,25 +33,38 @@ def load_project_state(
 ) -> ProjectSnapshot:
     """Render and validate every manifest, build the graph, select, and read the workspace.
 
+    A narrowed plan (``--select``...) reads the chains of the selected datasets and their inputs only,
+    unless a manifest names an input by ``did:odf`` id: then every chain is read to find that id.
     Raises ``ManifestError`` listing every problem of every manifest (and of the graph) at once.
     """
-    workspace = config.workspace(request.target)
-    state = load_workspace_state(workspace)
-    manifests = load_manifests(
-        config, vars_override=request.vars_override, target=request.target, environ=environ
+    root = config.workspace(request.target)
+    manifests = load_manifests_of(config, request, environ=environ)
+    refs = _input_refs(manifests)
+    if request.narrowed and not any(ref.startswith("did:") for ref in refs):
+        # Inputs outside the project are resolved by name against the workspace: read those first.
+        outside = {ref for ref in refs if manifests.get(ref) is None}
+        early = load_workspace_state(root, names=outside)
+        project = load_selected(config, request, manifests, known_ids=early.known_ids())
+        wanted = set(project.selection.names)
+        for name in project.selection.names:
+            wanted.update(project.graph.graph.predecessors(project.graph.canonical(name)))
+        state = load_workspace_state(root, names=wanted | outside)
+    else:
+        state = load_workspace_state(root)
+        project = load_selected(config, request, manifests, known_ids=state.known_ids())
+    return ProjectSnapshot(
+        config, project.workspace, project.manifests, project.graph, project.selection, state
     )
-    manifests.raise_for_problems()
-    graph = DatasetGraph.build(manifests, known_ids=state.known_ids())
-    if graph.problems:
-        raise ManifestError([str(p) for p in graph.problems])
-    selection = select(
-        graph,
-        manifests,
-        select=request.select,
-        exclude=request.exclude,
-        changed_since=request.changed_since,
-    )
-    return ProjectSnapshot(config, workspace, manifests, graph, selection, state)
+
+
+def _input_refs(manifests: ProjectManifests) -> set[str]:
+    """Every input reference of every manifest's transforms, as written."""
+    refs: set[str] = set()
+    for manifest in manifests.manifests:
+        for event in manifest.snapshot.metadata if manifest.snapshot is not None else ():
+            if isinstance(event, model.SetTransform):
+                refs.update(i.dataset_ref for i in event.inputs)
+    return refs
 
 
 def plan_project(
@@ -127,64 +100,6 @@ def plan_project(
             for name in orphans
             if name in snapshot.graph
         },
+        project_root=config.root,
     )
     return plan, snapshot
-
-
-def load_workspace_state(root: Path) -> WorkspaceState:
-    """Chain projections of every dataset in the workspace; an absent workspace is an empty one."""
-    if not (root / "datasets").is_dir():
-        return WorkspaceState({}, ())
-    from odfproj.storage.workspace import Workspace
-
-    workspace = Workspace(root)
-    views: dict[str, ChainView] = {}
-    names = tuple(workspace.list_datasets())
-    for name in names:
-        dataset = workspace.open(name, recover=False)
-        projection = dataset.projection()
-        applied = applied_sequence_number(dataset.read_info(APPLY_RECORD))
-        foreign = ()
-        if applied is not None:
-            foreign = tuple(
-                f"{event_kind(d.event)} (block {d.sequence_number})"
-                for d in projection.definition_events
-                if d.sequence_number > applied and event_kind(d.event) not in WRITTEN_BY_DATA
-            )
-        views[name.lower()] = ChainView(
-            dataset_id=projection.dataset_id.as_did_str(),
-            kind=projection.kind,
-            head=projection.head.to_multibase(),
-            has_data=projection.has_data,
-            definition_events=tuple(d.event for d in projection.definition_events),
-            foreign_events=foreign,
-            last_offset=projection.last_offset,
-            input_offsets=MappingProxyType(
-                {did.as_did_str(): pos.new_offset for did, pos in projection.inputs.items()}
-            ),
-            schema_bytes=projection.schema,
-        )
-    return WorkspaceState(MappingProxyType(views), names)
-
-
-def apply_record(*, sequence_number: int, head: str, manifest: str | None, applied_at: str) -> bytes:
-    """The ``info/`` record apply writes after committing a dataset's definition events."""
-    record = {
-        "format": 1,
-        "sequence_number": sequence_number,
-        "head": head,
-        "manifest": manifest,
-        "applied_at": applied_at,
-    }
-    return (json.dumps(record, indent=2) + "\n").encode()
-
-
-def applied_sequence_number(data: bytes | None) -> int | None:
-    """The sequence number apply left the chain at; a missing or unreadable record means unknown."""
-    if data is None:
-        return None
-    try:
-        value = json.loads(data).get("sequence_number")
-    except (ValueError, AttributeError):
-        return None
-    return value if isinstance(value, int) and value >= 0 else None

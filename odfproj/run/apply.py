@@ -13,14 +13,16 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from odfproj.errors import PlanError
 from odfproj.odf import model
 from odfproj.odf.multiformats import Multihash
 from odfproj.odf.yaml_codec import from_data
-from odfproj.plan.model import Action, Plan, PlanStep
-from odfproj.plan.sources import APPLY_RECORD, applied_sequence_number, apply_record
+from odfproj.plan.apply_record import APPLY_RECORD, applied_sequence_number, apply_record
+from odfproj.plan.model import Action, AppendDefinitions, Plan
+from odfproj.plan.planfile import read_plan_file
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.errors import DatasetNotFoundError
 from odfproj.storage.workspace import Workspace
@@ -63,7 +65,7 @@ class ApplyResult:
 
 def check_plan(plan: Plan, workspace: Workspace) -> None:
     """Refuse a plan with refused steps, or one whose datasets moved since it was made."""
-    refused = [s for s in plan.steps if s.action is Action.REFUSED]
+    refused = [s for s in plan.definitions if s.action is Action.REFUSED]
     if refused:
         first = refused[0]
         more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
@@ -71,7 +73,7 @@ def check_plan(plan: Plan, workspace: Workspace) -> None:
             f"the plan has refused changes; nothing was applied: {first.dataset}: "
             f"{'; '.join(first.reasons)}{more}"
         )
-    for step in plan.steps:
+    for step in plan.definitions:
         current = _current_head(workspace, step.dataset)
         if current != step.expected_head:
             if step.expected_head is None:
@@ -84,6 +86,14 @@ def check_plan(plan: Plan, workspace: Workspace) -> None:
                 f"dataset {step.dataset} {why} since the plan was made; nothing was applied: "
                 "run odfproj plan again"
             )
+
+
+def read_saved_plan(path: Path, workspace: Workspace) -> Plan:
+    """A plan saved by ``plan --out``; refused when it was made for another workspace."""
+    plan = read_plan_file(path)
+    if Path(plan.workspace).resolve() != workspace.root.resolve():
+        raise PlanError(f"{path} was made for workspace {plan.workspace}, not {workspace.root}")
+    return plan
 
 
 def apply_plan(
@@ -101,7 +111,7 @@ def apply_plan(
     check_plan(plan, workspace)
     now = system_time or datetime.now(UTC)
     applied: list[AppliedStep] = []
-    steps = [s for s in plan.steps if s.action not in (Action.ORPHAN, Action.REFUSED)]
+    steps = [s for s in plan.definitions if s.action not in (Action.ORPHAN, Action.REFUSED)]
     for index, step in enumerate(steps):
         if cancel is not None and cancel.is_set():
             left = tuple(s.dataset for s in steps[index:] if s.changes)
@@ -113,7 +123,7 @@ def apply_plan(
     return ApplyResult(tuple(applied))
 
 
-def _apply_step(step: PlanStep, workspace: Workspace, now: datetime) -> AppliedStep:
+def _apply_step(step: AppendDefinitions, workspace: Workspace, now: datetime) -> AppliedStep:
     events = [
         _resolve_inputs(from_data("MetadataEvent", c.event), workspace) for c in step.changes if c.event
     ]
@@ -131,7 +141,9 @@ def _apply_step(step: PlanStep, workspace: Workspace, now: datetime) -> AppliedS
     return AppliedStep(step.dataset, step.action, kinds, projection.head.to_multibase())
 
 
-def _record_apply(dataset: Dataset, step: PlanStep, sequence_number: int, head: str, now: datetime) -> None:
+def _record_apply(
+    dataset: Dataset, step: AppendDefinitions, sequence_number: int, head: str, now: datetime
+) -> None:
     """Remember where apply left the chain, so later definition events show up as drift."""
     record = apply_record(
         sequence_number=sequence_number,

@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from odfproj.plan.queries import QueryChecker
-from odfproj.plan.sources import PlanRequest, plan_project
+from odfproj.plan.sources import plan_project
 from odfproj.project.config import ProjectConfig
+from odfproj.project.loader import PlanRequest
 from odfproj.run.apply import ApplyResult, apply_plan, check_plan
 from odfproj.storage.workspace import Workspace
 

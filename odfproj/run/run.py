@@ -2,12 +2,13 @@
 
 Order of work, all under the workspace lock:
 
-1. Plan and apply the selected manifests exactly like ``odfproj apply`` (a plan with refused changes
+1. Plan the selected manifests (the same :class:`~odfproj.plan.model.Plan` ``odfproj plan`` shows) and
+   apply its ``AppendDefinitions`` steps exactly like ``odfproj apply`` (a plan with refused changes
    stops the run before anything is written).
-2. Walk the selected datasets in topological order (inputs first). A root with a polling source is
-   ingested (:func:`odfproj.ingest.pipeline.ingest_polling`); a derivative is updated by
-   ``odfproj.transform.coordinator.update_derivative`` when that module is available, else recorded
-   as skipped; anything else (a root fed only by push sources) is skipped with the reason.
+2. Execute the plan's data steps and nothing else, inputs before their readers: an ``Ingest`` step
+   polls the root's source (:func:`odfproj.ingest.pipeline.ingest_polling`), a ``Transform`` step
+   updates the derivative (:func:`odfproj.transform.coordinator.update_derivative`). A selected
+   dataset without a data step (a root fed only by push sources) is reported as skipped.
 3. A dataset that fails is recorded with its one-line error; its downstream datasets are skipped
    (their inputs did not advance) and every other dataset still runs.
 
@@ -34,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -45,15 +46,17 @@ from odfproj.engine.session import SparkSessionHolder
 from odfproj.engine.spark import SparkEngine
 from odfproj.errors import OdfprojError
 from odfproj.ingest.pipeline import ingest_polling
-from odfproj.odf import model
 from odfproj.odf.timestamps import format_rfc3339
-from odfproj.plan.sources import PlanRequest, plan_project
+from odfproj.plan.model import Action, DataStep, Ingest, Plan
+from odfproj.plan.sources import plan_project
 from odfproj.project.config import ProjectConfig
+from odfproj.project.loader import PlanRequest
 from odfproj.run.apply import ApplyResult, apply_plan, check_plan
+from odfproj.run.queue import ReadyQueue
 from odfproj.run.runlog import log_path, run_log
 from odfproj.storage.fsutil import replace_atomic
-from odfproj.storage.projection import ChainProjection
 from odfproj.storage.workspace import Workspace
+from odfproj.transform.coordinator import update_derivative
 from odfproj.transform.validate import query_checker
 
 __all__ = [
@@ -134,6 +137,8 @@ class RunEvent:
     phase: str
     work: Work
     result: DatasetRun | None = None
+    #: On ``start``: the plan's step being executed.
+    step: DataStep | None = None
 
     def line(self) -> str | None:
         """One line with the full name and message (none for ``queued``): logs, CI, watch --apply."""
@@ -160,6 +165,8 @@ class RunResult:
     seconds: float
     results: tuple[DatasetRun, ...]
     apply: ApplyResult | None = field(default=None, repr=False)
+    #: The plan the run executed: its definitions were applied, then its data steps run.
+    plan: Plan | None = field(default=None, repr=False)
     #: This run's log file (see :mod:`odfproj.run.runlog`).
     log_file: Path | None = None
     #: True when the run was interrupted (Ctrl-C): some datasets are ``cancelled``.
@@ -225,15 +232,16 @@ def run_project(
     started = datetime.now(UTC)
     clock = time.monotonic()
     checker = query_checker(SparkEngine(holder)) if validate_queries else None
-    plan, snapshot = plan_project(config, request, environ=environ, query_checker=checker)
-    workspace = Workspace(snapshot.workspace)
-    environ = dict(os.environ) if environ is None else environ
+    workspace = Workspace(config.workspace(request.target))
     stop = cancel or threading.Event()
     log_file = log_path(workspace.root, started)
     with workspace.lock(purpose="odfproj run", timeout=lock_timeout), run_log(log_file) as log:
         log.info(
             "odfproj %s: project %s, target %s", __version__, config.name, config.target(request.target).name
         )
+        # Planned under the lock, so no other apply or run can move a chain between plan and apply.
+        plan, snapshot = plan_project(config, request, environ=environ, query_checker=checker)
+        environ = dict(os.environ) if environ is None else environ
 
         def report(event: RunEvent) -> None:
             line = event.line()
@@ -241,16 +249,19 @@ def run_project(
                 log.info("%s", line)
             _emit(on_event, event)
 
-        check_plan(plan, workspace)  # refusals stop the run before anything is written
-        applied = apply_plan(plan, workspace, cancel=stop) if plan.has_changes else None
-        if applied is not None:
+        # Refusals stop the run before anything is written (apply_plan checks the plan itself).
+        applied: ApplyResult | None = None
+        if plan.has_changes:
+            applied = apply_plan(plan, workspace, cancel=stop)
             log.info("%s", applied.summary())
-        order = snapshot.graph.topological_order(snapshot.selection.names)
-        upstream = {n: set(snapshot.graph.upstream(n)) & set(order) for n in order}
-        downstream = {n: set(snapshot.graph.downstream(n)) & set(order) for n in order}
+        else:
+            check_plan(plan, workspace)
+        order = tuple(s.dataset for s in plan.definitions if s.action is not Action.ORPHAN)
+        steps = {step.dataset: step for step in plan.data_steps}
+        upstream = {n: set(snapshot.graph.upstream(n)) & set(steps) for n in steps}
 
         def work_on(name: str) -> DatasetRun:
-            return _run_dataset(workspace, name, holder, config.root, system_time, environ, report)
+            return _run_step(workspace, steps[name], holder, config.root, system_time, environ, report)
 
         def finish(results: Mapping[str, DatasetRun]) -> RunResult:
             result = RunResult(
@@ -259,8 +270,9 @@ def run_project(
                 workspace=workspace.root,
                 started_at=started,
                 seconds=time.monotonic() - clock,
-                results=tuple(results[n] for n in order),
+                results=tuple(results[n] if n in results else _no_data_step(n) for n in order),
                 apply=applied,
+                plan=plan,
                 log_file=log_file,
                 interrupted=stop.is_set() or any(r.status is Status.CANCELLED for r in results.values()),
             )
@@ -269,9 +281,14 @@ def run_project(
             return result
 
         def cancelled(name: str, why: str) -> DatasetRun:
-            return DatasetRun(name, _planned_work(workspace, name), Status.CANCELLED, message=why)
+            return DatasetRun(name, _work_of(steps[name]), Status.CANCELLED, message=why)
 
-        scheduler = _Scheduler(order, upstream, downstream, work_on, max(1, threads), report, stop)
+        for name in order:  # every selected dataset once, so that a display knows the total
+            _emit(on_event, RunEvent(name, "queued", Work.NONE))
+        for name in order:
+            if name not in steps:
+                report(RunEvent(name, "finish", Work.NONE, _no_data_step(name)))
+        scheduler = _Scheduler(tuple(steps), upstream, work_on, max(1, threads), report, stop)
         try:
             results = scheduler.run(cancelled)
         except KeyboardInterrupt:
@@ -290,25 +307,24 @@ def write_run_results(result: RunResult) -> Path:
 
 
 class _Scheduler:
-    """Runs ``work_on`` for every dataset once its upstream finished; skips the downstream of failures.
+    """Runs ``work_on`` for every step once its upstream succeeded; skips the downstream of failures.
 
     A worker pool does the work, so the calling (main) thread only waits, and signal handlers run
-    promptly there. ``stop`` ends the starting of new datasets.
+    promptly there. ``stop`` ends the starting of new steps. Which step may start is the
+    :class:`~odfproj.run.queue.ReadyQueue`'s business.
     """
 
     def __init__(
         self,
         order: tuple[str, ...],
         upstream: Mapping[str, set[str]],
-        downstream: Mapping[str, set[str]],
         work_on: Callable[[str], DatasetRun],
         threads: int,
         on_event: Callable[[RunEvent], None] | None,
         stop: threading.Event,
     ) -> None:
         self.order = order
-        self.upstream = upstream
-        self.downstream = downstream
+        self.queue = ReadyQueue(order, upstream)
         self.work_on = work_on
         self.threads = threads
         self.on_event = on_event
@@ -318,15 +334,13 @@ class _Scheduler:
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="odfproj-run")
 
     def run(self, cancelled: Callable[[str, str], DatasetRun]) -> dict[str, DatasetRun]:
-        for name in self.order:
-            _emit(self.on_event, RunEvent(name, "queued", Work.NONE))
-        while len(self.results) < len(self.order):
-            if not self.stop.is_set():
-                for name in self._ready():
-                    if len(self.running) >= self.threads:
-                        break
-                    self.running[name] = self.pool.submit(self.work_on, name)
-            if not self.running:  # interrupted, or (never) nothing ready in an acyclic graph
+        while True:
+            if self.stop.is_set():
+                self.queue.cancel()
+            while self.queue and len(self.running) < self.threads:
+                name = self.queue.pop()
+                self.running[name] = self.pool.submit(self.work_on, name)
+            if not self.running:  # all done, or interrupted
                 break
             done, _ = wait(list(self.running.values()), return_when=FIRST_COMPLETED)
             for name, future in list(self.running.items()):
@@ -335,7 +349,9 @@ class _Scheduler:
                     outcome = future.result()
                     self.results[name] = outcome
                     if outcome.status is Status.ERROR:
-                        self._skip_downstream(name)
+                        self._skip(self.queue.failed(name), name)
+                    else:
+                        self.queue.succeeded(name)
         self.pool.shutdown(wait=True)
         self._cancel_rest(cancelled, NOT_STARTED)
         return self.results
@@ -353,24 +369,14 @@ class _Scheduler:
         self._cancel_rest(cancelled, NOT_STARTED)
         return self.results
 
-    def _ready(self) -> list[str]:
-        return [
-            n
-            for n in self.order
-            if n not in self.results
-            and n not in self.running
-            and all(u in self.results for u in self.upstream[n])
-        ]
-
-    def _skip_downstream(self, failed: str) -> None:
-        for name in self.order:
-            if name in self.downstream[failed] and name not in self.results:
-                # Only derivatives have upstream datasets.
-                skipped = DatasetRun(
-                    name, Work.TRANSFORM, Status.SKIPPED, message=f"upstream dataset {failed} failed"
-                )
-                self.results[name] = skipped
-                _emit(self.on_event, RunEvent(name, "finish", Work.TRANSFORM, skipped))
+    def _skip(self, names: tuple[str, ...], failed: str) -> None:
+        for name in names:
+            # Only derivatives have upstream datasets.
+            skipped = DatasetRun(
+                name, Work.TRANSFORM, Status.SKIPPED, message=f"upstream dataset {failed} failed"
+            )
+            self.results[name] = skipped
+            _emit(self.on_event, RunEvent(name, "finish", Work.TRANSFORM, skipped))
 
     def _cancel_rest(self, cancelled: Callable[[str, str], DatasetRun], why: str) -> None:
         for name in self.order:
@@ -409,28 +415,24 @@ class _AnnouncingHolder:
         self._holder.stop()
 
 
-def _run_dataset(
+def _run_step(
     workspace: Workspace,
-    name: str,
+    step: DataStep,
     holder: SparkSessionHolder,
     project_root: Path,
     system_time: datetime | None,
     environ: Mapping[str, str],
     on_event: Callable[[RunEvent], None] | None,
 ) -> DatasetRun:
+    """Execute one data step of the plan; its failure is its result, never an exception."""
     clock = time.monotonic()
-    work = Work.NONE
-    if not workspace.exists(name):
-        result = DatasetRun(name, work, Status.SKIPPED, message="not in the workspace")
-        _emit(on_event, RunEvent(name, "finish", work, result))
-        return result
+    name, work = step.dataset, _work_of(step)
     try:
-        dataset = workspace.open(name)
-        work = _work_of(dataset.projection())
-        _emit(on_event, RunEvent(name, "start", work))
+        _emit(on_event, RunEvent(name, "start", work, step=step))
         announcing = _AnnouncingHolder(holder, lambda: _emit(on_event, RunEvent(name, "spark", work)))
         engine = SparkEngine(announcing)  # type: ignore[arg-type]
-        if work is Work.INGEST:
+        dataset = workspace.open(name)
+        if isinstance(step, Ingest):
             ingested = ingest_polling(
                 dataset, engine, project_root=project_root, system_time=system_time, environ=environ
             )
@@ -442,77 +444,32 @@ def _run_dataset(
                 blocks_added=ingested.blocks_added,
                 message="up to date" if ingested.up_to_date else "",
             )
-        elif work is Work.TRANSFORM:
-            result = _transform(workspace, name, engine, system_time, dataset.head())
         else:
-            result = DatasetRun(name, work, Status.SKIPPED, message="no polling source (push-only root)")
+            head_before = dataset.head()
+            outcome = update_derivative(workspace, name, engine, system_time or datetime.now(UTC))
+            blocks = _blocks_since(workspace, name, head_before)
+            note = (outcome.reason or "up to date") if blocks == 0 else ""
+            result = DatasetRun(
+                name, work, Status.SUCCESS, records_added=outcome.records, blocks_added=blocks, message=note
+            )
     except OdfprojError as e:
         result = DatasetRun(name, work, Status.ERROR, message=str(e))
     except Exception as e:  # a bug must not stop the other datasets; it is reported as one
         result = DatasetRun(
             name, work, Status.ERROR, message=f"internal error: {type(e).__name__}: {e} (this is a bug)"
         )
-    result = _timed(result, time.monotonic() - clock)
+    result = replace(result, seconds=time.monotonic() - clock)
     _emit(on_event, RunEvent(name, "finish", work, result))
     return result
 
 
-def _work_of(projection: ChainProjection) -> Work:
-    if projection.kind is model.DatasetKind.Derivative:
-        return Work.TRANSFORM
-    if projection.set_polling_source is not None:
-        return Work.INGEST
-    return Work.NONE
+def _work_of(step: DataStep) -> Work:
+    return Work.INGEST if isinstance(step, Ingest) else Work.TRANSFORM
 
 
-def _planned_work(workspace: Workspace, name: str) -> Work:
-    """What a dataset that did not run would have needed (``none`` if that cannot be told)."""
-    try:
-        return _work_of(workspace.open(name).projection()) if workspace.exists(name) else Work.NONE
-    except OdfprojError:
-        return Work.NONE
-
-
-def _timed(result: DatasetRun, seconds: float) -> DatasetRun:
-    return DatasetRun(
-        result.dataset,
-        result.work,
-        result.status,
-        result.records_added,
-        result.blocks_added,
-        seconds,
-        result.message,
-    )
-
-
-def _transform(
-    workspace: Workspace, name: str, engine: SparkEngine, system_time: datetime | None, head_before: Any
-) -> DatasetRun:
-    """Update a derivative through the transform coordinator, if this build has one."""
-    try:
-        from odfproj.transform import coordinator  # type: ignore[attr-defined]
-
-        update = coordinator.update_derivative
-    except (ImportError, AttributeError):
-        return DatasetRun(name, Work.TRANSFORM, Status.SKIPPED, message="transforms are not available yet")
-    outcome = update(workspace, name, engine, system_time or datetime.now(UTC))
-    records = _records_of(outcome)
-    blocks = _blocks_since(workspace, name, head_before)
-    reason = getattr(outcome, "reason", None)
-    note = (reason if isinstance(reason, str) and reason else "up to date") if blocks == 0 else ""
-    return DatasetRun(
-        name, Work.TRANSFORM, Status.SUCCESS, records_added=records, blocks_added=blocks, message=note
-    )
-
-
-def _records_of(outcome: Any) -> int:
-    if isinstance(outcome, int) and not isinstance(outcome, bool):
-        return outcome
-    for attribute in ("records_added", "num_records", "records"):
-        value = getattr(outcome, attribute, None)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return 0
+def _no_data_step(name: str) -> DatasetRun:
+    """The result of a selected dataset the plan gives no data step: a root fed only by push sources."""
+    return DatasetRun(name, Work.NONE, Status.SKIPPED, message="no polling source (push-only root)")
 
 
 def _blocks_since(workspace: Workspace, name: str, head_before: Any) -> int:

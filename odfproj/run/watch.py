@@ -55,8 +55,9 @@ from odfproj.engine.spark import SparkEngine
 from odfproj.errors import ManifestError, OdfprojError
 from odfproj.plan.model import Plan
 from odfproj.plan.queries import QueryChecker
-from odfproj.plan.sources import PlanRequest, ProjectSnapshot, plan_project
+from odfproj.plan.sources import ProjectSnapshot, plan_project
 from odfproj.project.config import CONFIG_FILE, ProjectConfig, load_project
+from odfproj.project.loader import PlanRequest
 from odfproj.run.run import RunEvent, RunResult, run_project
 from odfproj.transform.validate import query_checker
 
@@ -373,7 +374,7 @@ def affected_datasets(plan: Plan, snapshot: ProjectSnapshot) -> tuple[str, ...]:
     Limited to the planned selection: ``--exclude`` keeps a dataset out of the run even when an
     input of it changed. Unchanged datasets upstream are not run; their data is used as it is.
     """
-    changed = {s.dataset.lower() for s in plan.steps if s.has_changes}
+    changed = {s.dataset.lower() for s in plan.definitions if s.has_changes}
     affected = set(changed)
     for name in snapshot.selection.names:
         if name.lower() in changed:

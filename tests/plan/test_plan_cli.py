@@ -23,8 +23,13 @@ def test_plan_on_the_example_project(tmp_path) -> None:
     detailed = run(["plan", "--detailed-exitcode"], project)
     assert detailed.returncode == 2
     data = json.loads(run(["plan", "--format", "json"], project).stdout)
-    assert data["format_version"] == 1
-    assert {s["action"] for s in data["steps"]} == {"create"} and len(data["steps"]) == 7
+    assert data["format_version"] == 2
+    definitions = [s for s in data["steps"] if s["step"] == "append_definitions"]
+    assert {s["action"] for s in definitions} == {"create"} and len(definitions) == 7
+    # Definitions come first, then one data step per dataset with data work, in dependency order.
+    tags = [s["step"] for s in data["steps"]]
+    assert tags[:7] == ["append_definitions"] * 7 and set(tags[7:]) == {"ingest", "transform"}
+    assert "Data work `odfproj run` does after applying, in this order:" in text.stdout
     assert not (project / ".odf").exists(), "plan must not write to the workspace"
 
 

@@ -46,7 +46,8 @@ def test_cli_json_output_validates_against_the_published_schema(example) -> None
     stocks.write_text(stocks.read_text().replace("          - price DOUBLE\n", ""))
     updated = json.loads(run(["plan", "--format", "json"], example).stdout)
     jsonschema.validate(updated, schema)
-    assert {s["action"] for s in updated["steps"]} == {"update", "orphan", "refused", "unchanged"}
+    definitions = [s for s in updated["steps"] if s["step"] == "append_definitions"]
+    assert {s["action"] for s in definitions} == {"update", "orphan", "refused", "unchanged"}
 
 
 def test_round_trip_through_a_file(example, tmp_path) -> None:
@@ -63,7 +64,8 @@ def test_round_trip_through_a_file(example, tmp_path) -> None:
     [
         ("not json", "invalid JSON"),
         ('{"format_version": 99}', "format version 99"),
-        ('{"format_version": 1, "steps": []}', "not a valid plan file"),
+        ('{"format_version": 1, "steps": []}', "format version 1"),
+        ('{"format_version": 2, "steps": []}', "not a valid plan file"),
     ],
 )
 def test_bad_plan_files_are_one_line_errors(tmp_path, content, message) -> None:
@@ -95,7 +97,7 @@ def test_markdown_puts_refusals_first_and_collapses_diffs(example) -> None:
     edit_only.write_text(edit_only.read_text().replace("Monthly weather summary", "Monthly summary"))
     plan, _ = plan_project(config, PlanRequest())
     text = render_markdown(plan)
-    assert [s.action for s in plan.steps].count(Action.UPDATE) >= 1
+    assert [s.action for s in plan.definitions].count(Action.UPDATE) >= 1
     assert "<details><summary><code>~ org.example.weather.monthly</code>" in text
     assert "```diff" in text
     assert re.search(r"\n- +description: Monthly weather summary", text)

@@ -93,7 +93,7 @@ def _plan(root: Path, engine):
 
 
 def _step(plan, name: str):
-    return next(s for s in plan.steps if s.dataset == name)
+    return next(s for s in plan.definitions if s.dataset == name)
 
 
 def _notes(step) -> list[str]:

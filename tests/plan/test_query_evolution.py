@@ -72,7 +72,7 @@ def _plan(root: Path, engine, **request):
 
 
 def _step(plan, name: str):
-    return next(s for s in plan.steps if s.dataset == name)
+    return next(s for s in plan.definitions if s.dataset == name)
 
 
 def _set_query(root: Path, name: str, query: str, source: str = "sales") -> None:

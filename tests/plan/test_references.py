@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from odfproj.plan.model import Action, Plan, PlanStep
+from odfproj.plan.model import Action, AppendDefinitions, Plan
 from odfproj.plan.render import render_markdown
 from odfproj.project.config import parse_config
 from odfproj.project.validate import validate_project
@@ -81,7 +81,7 @@ def test_orphan_still_read_by_a_project_dataset_is_named_in_the_plan(project: Pa
         project="p", workspace=str(tmp_path), desired=[], views={}, orphans=["com.example.readings"],
         orphan_readers={"com.example.readings": ("com.example.daily",)},
     )  # fmt: skip
-    [step] = plan.steps
+    [step] = plan.definitions
     assert step.action is Action.ORPHAN and plan.has_orphans and not plan.has_changes
     assert step.reasons[-1] == "still an input of com.example.daily: restore its manifest"
 
@@ -97,7 +97,7 @@ def test_orphan_still_read_by_a_project_dataset_is_named_in_the_plan(project: Pa
     ],
 )
 def test_markdown_code_spans_hold_any_file_name(manifest: str) -> None:
-    step = PlanStep("com.example.a", Action.REFUSED, manifest, "Root", reasons=("```\n<img src=x>",))
+    step = AppendDefinitions("com.example.a", Action.REFUSED, manifest, "Root", reasons=("```\n<img src=x>",))
     markdown = render_markdown(Plan(project="p`q", workspace="/w", steps=(step,)))
     row = next(line for line in markdown.splitlines() if line.startswith("| `!`"))
     cells = row.split(" | ")

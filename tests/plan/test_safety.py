@@ -141,5 +141,5 @@ def test_plan_of_the_safe_datasets_lists_data_work_without_doing_it(hostile_proj
     (root / "datasets" / "template.yaml").unlink()
     proc = _cli(["plan"], root)
     assert proc.returncode == 0, proc.stderr
-    assert "poll the Url source" in proc.stdout and "poll the Container source" in proc.stdout
+    assert "ingest " in proc.stdout and "(Url http" in proc.stdout and "(Container " in proc.stdout
     assert not any(c.exists() for c in canaries) and _Recorder.requests == []

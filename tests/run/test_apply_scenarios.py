@@ -118,7 +118,7 @@ class Project:
 
 
 def actions(plan: Plan) -> dict[str, Action]:
-    return {s.dataset: s.action for s in plan.steps}
+    return {s.dataset: s.action for s in plan.definitions}
 
 
 @pytest.fixture()
@@ -178,7 +178,7 @@ def test_query_change_appends_one_set_transform(applied: Project) -> None:
     before = applied.heads()
     applied.edit("com.example.big", "value > 100", "value > 1000")
     plan = applied.plan()
-    step = next(s for s in plan.steps if s.dataset == "com.example.big")
+    step = next(s for s in plan.definitions if s.dataset == "com.example.big")
     assert step.action is Action.UPDATE
     assert [c.kind for c in step.changes] == ["SetTransform"]
     applied.apply(plan)
@@ -190,7 +190,7 @@ def test_column_removal_is_refused_and_nothing_is_written(applied: Project, tmp_
     applied.edit("com.example.cities", "          - city STRING\n", "")
     applied.edit("com.example.orders", "description: Orders", "description: Changed too")
     plan = applied.plan()
-    step = next(s for s in plan.steps if s.dataset == "com.example.cities")
+    step = next(s for s in plan.definitions if s.dataset == "com.example.cities")
     assert step.action is Action.REFUSED
     assert any("removes or renames column 'city'" in r for r in step.reasons)
     proc = _cli(["apply", "--auto-approve"], applied.root)
@@ -217,7 +217,7 @@ def test_block_appended_behind_the_projects_back_is_drift(applied: Project) -> N
     dataset = applied.workspace.open("com.example.cities")
     dataset.append([model.SetInfo(description="edited by hand")])
     plan = applied.plan()
-    step = next(s for s in plan.steps if s.dataset == "com.example.cities")
+    step = next(s for s in plan.definitions if s.dataset == "com.example.cities")
     assert step.action is Action.DRIFT
     assert any("SetInfo (block" in r for r in step.reasons)
     proc = _cli(["plan"], applied.root)
@@ -259,7 +259,7 @@ def test_changed_since_selects_edited_manifests_and_downstream(applied: Project)
     base = applied.repo.head.commit.hexsha
     applied.edit("com.example.cities", "description: Cities", "description: Towns")
     plan = applied.plan(changed_since=base)
-    assert [s.dataset for s in plan.steps] == [
+    assert [s.dataset for s in plan.definitions] == [
         "com.example.cities",
         "com.example.enriched",
         "com.example.by-city",
@@ -346,6 +346,8 @@ def test_interrupted_apply_stops_between_datasets_and_apply_again_finishes(proje
     assert ws.list_datasets() == [result.steps[0].dataset]
     assert verify_dataset(ws.open(result.steps[0].dataset)) == []
     again = project.plan()
-    assert sorted(s.dataset for s in again.steps if s.action is Action.CREATE) == sorted(result.not_applied)
+    assert sorted(s.dataset for s in again.definitions if s.action is Action.CREATE) == sorted(
+        result.not_applied
+    )
     assert not project.apply(again).not_applied
     assert sorted(ws.list_datasets()) == sorted(MANIFESTS)

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from odfproj.odf import model
-from odfproj.plan.sources import PlanRequest
+from odfproj.plan.sources import PlanRequest, plan_project
 from odfproj.project.config import load_project
 from odfproj.run.run import RUN_RESULTS_FILE, Status, run_project
 from odfproj.storage.verify import verify_dataset
@@ -216,3 +216,26 @@ def test_run_results_json_is_written_for_an_empty_selection(tmp_path):
     )
     assert by_name(result)["pushed"].status is Status.SKIPPED
     assert json.loads((root / ".odf" / RUN_RESULTS_FILE).read_text())["results"][0]["unique_id"] == "pushed"
+
+
+def test_run_executes_exactly_the_plans_steps_in_order(spark, tmp_path):
+    """The plan drives the run: its definitions are applied, then its data steps run, and nothing else."""
+    root = make_project(tmp_path / "proj")
+    for name in ("bad", "bad.view"):
+        (root / "datasets" / f"{name}.yaml").unlink()
+    config = load_project(root)
+    planned, _ = plan_project(config, PlanRequest())
+    started = []
+    result = run_project(
+        config,
+        PlanRequest(),
+        holder=RecordingHolder(spark),  # type: ignore[arg-type]
+        on_event=lambda e: started.append(e.step) if e.phase == "start" else None,
+    )
+    assert result.ok and result.plan is not None
+    assert tuple(started) == result.plan.data_steps == planned.data_steps
+    assert [type(s).__name__ for s in started] == ["Ingest", "Transform"]
+    assert result.apply is not None
+    assert [s.dataset for s in result.apply.steps] == [s.dataset for s in planned.definitions]
+    runs = by_name(result)
+    assert runs["good.view"].records_added == 2 and runs["pushed"].status is Status.SKIPPED

@@ -138,7 +138,7 @@ def test_cycle_reports_a_broken_manifest_in_one_line_and_recovers(tmp_path: Path
     orders.write_text(good.replace("An example dataset", "Orders"))
     fixed = watcher.cycle([orders])
     assert fixed.ok and fixed.plan is not None
-    assert [(s.dataset, s.action) for s in fixed.plan.steps if s.has_changes] == [
+    assert [(s.dataset, s.action) for s in fixed.plan.definitions if s.has_changes] == [
         ("com.example.orders", Action.UPDATE)
     ]
     # odfproj.yaml is read again on each cycle: a var change shows at once, a broken file is one line.
@@ -146,7 +146,7 @@ def test_cycle_reports_a_broken_manifest_in_one_line_and_recovers(tmp_path: Path
     edit(config, "currency: EUR", "currency: USD")
     changed_var = watcher.cycle([config])
     assert changed_var.plan is not None
-    assert {s.dataset for s in changed_var.plan.steps if s.has_changes} == {
+    assert {s.dataset for s in changed_var.plan.definitions if s.has_changes} == {
         "com.example.orders",
         "com.example.fx-rates",
     }
@@ -245,7 +245,7 @@ def test_watch_replans_on_save_survives_a_broken_manifest_and_stops_cleanly(loop
     print(f"plan arrived {latency * 1000:.0f} ms after the write")
     assert cycle.changed == (ORDERS,) and cycle.ok
     assert cycle.plan is not None
-    assert [(s.dataset, s.action) for s in cycle.plan.steps if s.has_changes] == [
+    assert [(s.dataset, s.action) for s in cycle.plan.definitions if s.has_changes] == [
         ("com.example.orders", Action.UPDATE)
     ]
     assert latency < MAX_LATENCY
@@ -270,7 +270,7 @@ def test_watch_replans_on_save_survives_a_broken_manifest_and_stops_cleanly(loop
     macro.write_text("{# select every column #}\n" + macro.read_text())
     _, same = running.next()
     assert same.changed == ("macros/sql.sql",) and same.plan is not None
-    assert same.plan.has_changes and {s.dataset for s in same.plan.steps if s.has_changes} == {
+    assert same.plan.has_changes and {s.dataset for s in same.plan.definitions if s.has_changes} == {
         "com.example.orders"
     }
 
@@ -291,7 +291,7 @@ def test_watch_follows_a_folder_created_while_watching(loop) -> None:
     _, cycle = running.next()
     assert "datasets/later/weather2.yaml" in cycle.changed
     assert cycle.plan is not None
-    assert [(s.dataset, s.action) for s in cycle.plan.steps if s.has_changes] == [
+    assert [(s.dataset, s.action) for s in cycle.plan.definitions if s.has_changes] == [
         ("org.other.weather2", Action.CREATE)
     ]
 

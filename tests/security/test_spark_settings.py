@@ -308,7 +308,7 @@ def test_a_variant_output_refuses_that_step_and_plans_the_rest(sec_engine_projec
     plan, _ = plan_project(
         load_project(sec_engine_project), PlanRequest(), query_checker=query_checker(engine)
     )
-    steps = {s.dataset: s for s in plan.steps}
+    steps = {s.dataset: s for s in plan.definitions}
     assert steps["by-city"].action is Action.CREATE
     refused = steps["as-variant"]
     assert refused.action is Action.REFUSED

@@ -176,7 +176,7 @@ def test_plan_refuses_an_untranslatable_query_without_the_engine(tmp_path):
     (root / "odfproj.yaml").write_text("name: p\n")
     (root / "datasets" / "readings.yaml").write_text(ROOT)
     plan, _ = plan_project(load_project(root), PlanRequest())
-    (step,) = plan.steps
+    (step,) = plan.definitions
     assert step.action is Action.REFUSED
     assert step.manifest == "datasets/readings.yaml"
     assert step.reasons == (

@@ -1,0 +1,88 @@
+"""The workspace side of a plan: each dataset's chain as the planner sees it (a ``ChainView``).
+
+Reads only, and without recovery: planning never writes to the workspace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from odfproj.odf import model
+from odfproj.plan.apply_record import APPLY_RECORD, applied_sequence_number
+from odfproj.plan.diff import WRITTEN_BY_DATA, ChainView
+from odfproj.storage.dataset import Dataset
+from odfproj.storage.projection import ChainProjection, event_kind
+
+__all__ = ["WorkspaceState", "load_workspace_state"]
+
+
+@dataclass(frozen=True)
+class WorkspaceState:
+    """Every dataset of the workspace as the planner sees it, keyed by lower-case name."""
+
+    views: Mapping[str, ChainView]
+    names: tuple[str, ...]
+
+    def known_ids(self) -> dict[str, str]:
+        """``did:odf`` -> dataset name, for resolving inputs given by id."""
+        return {self.views[name.lower()].dataset_id: name for name in self.names}
+
+
+def load_workspace_state(root: Path, names: Collection[str] | None = None) -> WorkspaceState:
+    """Chain projections of the workspace's datasets (only ``names``, matched case-insensitively, when
+    given); an absent workspace is an empty one."""
+    if not (root / "datasets").is_dir():
+        return WorkspaceState({}, ())
+    from odfproj.storage.workspace import Workspace
+
+    workspace = Workspace(root)
+    wanted = None if names is None else {n.lower() for n in names}
+    read = tuple(n for n in workspace.list_datasets() if wanted is None or n.lower() in wanted)
+    views: dict[str, ChainView] = {}
+    for name in read:
+        dataset = workspace.open(name, recover=False)
+        projection = dataset.projection()
+        applied = applied_sequence_number(dataset.read_info(APPLY_RECORD))
+        foreign = ()
+        if applied is not None:
+            foreign = tuple(
+                f"{event_kind(d.event)} (block {d.sequence_number})"
+                for d in projection.definition_events
+                if d.sequence_number > applied and event_kind(d.event) not in WRITTEN_BY_DATA
+            )
+        views[name.lower()] = ChainView(
+            dataset_id=projection.dataset_id.as_did_str(),
+            kind=projection.kind,
+            head=projection.head.to_multibase(),
+            has_data=projection.has_data,
+            definition_events=tuple(d.event for d in projection.definition_events),
+            foreign_events=foreign,
+            last_offset=projection.last_offset,
+            input_offsets=MappingProxyType(
+                {did.as_did_str(): pos.new_offset for did, pos in projection.inputs.items()}
+            ),
+            schema_bytes=projection.schema,
+            **_files_glob_progress(dataset, projection),
+        )
+    return WorkspaceState(MappingProxyType(views), read)
+
+
+def _files_glob_progress(dataset: Dataset, projection: ChainProjection) -> dict[str, Any]:
+    """A ``FilesGlob`` root's source state and ingested files (a walk of its blocks: such roots only)."""
+    source = projection.set_polling_source
+    if (
+        source is None
+        or not isinstance(source.fetch, model.FetchStepFilesGlob)
+        or not projection.source_states
+    ):
+        return {}  # never ingested: nothing to resume from, nothing to walk
+    # Imported here: only ingested FilesGlob roots need the ingest package; plan starts faster without it.
+    from odfproj.ingest.fetch import POLLING_SOURCE_NAME
+    from odfproj.ingest.pipeline import glob_history
+
+    state = projection.source_states.get(POLLING_SOURCE_NAME)
+    return {} if state is None else {"polling_state": state, "ingested_files": glob_history(dataset)}
