@@ -20,6 +20,7 @@ from odfproj.cli import (
     log,
     metavars,
     plan,
+    push,
     query,
     redact,
     render,
@@ -59,6 +60,8 @@ for _name, _function in (
     ("query", query.query),
     ("sql", sql.sql),
     ("watch", watch.watch),
+    ("push", push.push),
+    ("pull", push.pull),
 ):
     app.command(_name, cls=metavars.Command)(_function)
 
