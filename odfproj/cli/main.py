@@ -26,6 +26,7 @@ from odfproj.cli import (
     render,
     run,
     sql,
+    unlock,
     validate,
     verify,
     watch,
@@ -62,6 +63,7 @@ for _name, _function in (
     ("watch", watch.watch),
     ("push", push.push),
     ("pull", push.pull),
+    ("unlock", unlock.unlock),
 ):
     app.command(_name, cls=metavars.Command)(_function)
 

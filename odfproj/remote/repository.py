@@ -48,7 +48,9 @@ def push(workspace: Workspace, names: Sequence[str], repository: ObjectStore) ->
     return outcomes
 
 
-def pull(workspace: Workspace, names: Sequence[str], repository: ObjectStore) -> list[SyncOutcome]:
+def pull(
+    workspace: Workspace, names: Sequence[str], repository: ObjectStore, *, objects: bool = True
+) -> list[SyncOutcome]:
     """Copy each dataset's missing blocks and objects into the workspace; default: all in the repository.
 
     Every block is checked against its hash, every object against its hash and size, and the new
@@ -63,7 +65,9 @@ def pull(workspace: Workspace, names: Sequence[str], repository: ObjectStore) ->
             with dataset.lock(purpose="odfproj pull"):
                 destination = FolderStore(dataset.path)
                 plan = plan_sync(dataset.name, source, destination)
-                outcomes.append(execute_sync(plan, source, destination, check=_chain_checker(dataset)))
+                outcomes.append(
+                    execute_sync(plan, source, destination, check=_chain_checker(dataset), objects=objects)
+                )
             continue
         plan = plan_sync(name, source, FolderStore(workspace.datasets_dir / name))
         _check_chain(None, plan)
@@ -71,7 +75,7 @@ def pull(workspace: Workspace, names: Sequence[str], repository: ObjectStore) ->
         assert isinstance(seed, model.Seed)  # _check_chain made sure
         dataset = workspace.receive(name, seed.dataset_id)
         with dataset.lock(purpose="odfproj pull"):
-            outcomes.append(execute_sync(plan, source, FolderStore(dataset.path)))
+            outcomes.append(execute_sync(plan, source, FolderStore(dataset.path), objects=objects))
     return outcomes
 
 

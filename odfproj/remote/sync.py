@@ -176,16 +176,20 @@ def execute_sync(
     destination: ObjectStore,
     *,
     check: Callable[[SyncPlan], None] | None = None,
+    objects: bool = True,
 ) -> SyncOutcome:
-    """Copy objects, then blocks, then move the destination's head by compare-and-swap."""
+    """Copy objects, then blocks, then move the destination's head by compare-and-swap.
+
+    ``objects=False`` copies metadata only (a cache for ``plan``, which never reads data).
+    """
     if not plan.new_blocks:
         return SyncOutcome(plan.name, plan.state, plan.destination_head, plan.destination_head, 0, 0)
     if check is not None:
         check(plan)
-    objects = 0
-    for chain_block in plan.new_blocks:
+    copied = 0
+    for chain_block in plan.new_blocks if objects else ():
         for folder, physical, size in _objects_of(chain_block.block):
-            objects += copy_object(source, destination, folder, physical, size)
+            copied += copy_object(source, destination, folder, physical, size)
     blocks = 0
     for chain_block in plan.new_blocks:
         key = f"blocks/{chain_block.hash.to_multibase()}"
@@ -198,8 +202,23 @@ def execute_sync(
             f"dataset {plan.name!r}: the head of {destination} moved while syncing (another writer); "
             "nothing was lost, run the command again"
         )
-    return SyncOutcome(plan.name, plan.state, plan.destination_head, plan.source_head, blocks, objects)
+    return SyncOutcome(plan.name, plan.state, plan.destination_head, plan.source_head, blocks, copied)
 
 
 def sync_dataset(name: str, source: ObjectStore, destination: ObjectStore) -> SyncOutcome:
     return execute_sync(plan_sync(name, source, destination), source, destination)
+
+
+def fetch_missing_objects(source: ObjectStore, destination: ObjectStore) -> int:
+    """Copy every object the destination's chain references but lacks (after a metadata-only pull).
+
+    Each object is checked against its hash and size before it is written. Returns how many moved.
+    """
+    found = read_head(destination, "the destination")
+    if found is None:
+        return 0
+    copied = 0
+    for chain_block in walk(destination, found[0]):
+        for folder, physical, size in _objects_of(chain_block.block):
+            copied += copy_object(source, destination, folder, physical, size)
+    return copied
