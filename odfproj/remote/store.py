@@ -75,9 +75,9 @@ class ObjectStore(ABC):
 class FolderStore(ObjectStore):
     """A local folder; writes are atomic renames, ``put_if`` holds an advisory lock on the folder."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, url: str | None = None) -> None:
         self.root = Path(root)
-        self.url = str(self.root)
+        self.url = url or str(self.root)  # the spelling the user gave (file://...), for messages
 
     def _path(self, key: str) -> Path:
         return self.root / key
@@ -140,7 +140,7 @@ class FolderStore(ObjectStore):
         )
 
     def child(self, sub: str) -> FolderStore:
-        return FolderStore(self.root / sub)
+        return FolderStore(self.root / sub, f"{self.url.rstrip('/')}/{sub}")
 
 
 @contextmanager
@@ -323,7 +323,7 @@ def open_store(url: str) -> ObjectStore:
     if parsed.scheme in ("http", "https"):
         return HttpStore(url)
     if parsed.scheme == "file":
-        return FolderStore(Path(unquote(parsed.path)))
+        return FolderStore(Path(unquote(parsed.path)), url)
     if parsed.scheme and len(parsed.scheme) > 1:
         raise RemoteError(
             f"{url}: unsupported repository scheme {parsed.scheme!r} (use a folder, file://, s3:// or http(s)://)"

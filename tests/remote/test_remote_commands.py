@@ -1,0 +1,75 @@
+"""plan and apply against a remote workspace (S3 on the test server, and file://), from CI-like folders."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from odfproj.project.config import WORKSPACE_ENV
+from odfproj.remote.store import open_store
+from odfproj.remote.workspace import acquire_lock, release_lock
+from tests.remote.test_repository import _cli
+from tests.security.project_helpers import info_manifest, make_project
+
+
+@pytest.fixture(params=["s3", "file"])
+def remote_url(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    url = request.getfixturevalue("bucket") if request.param == "s3" else f"file://{tmp_path / 'remote'}"
+    monkeypatch.setenv(WORKSPACE_ENV, url)
+    return url
+
+
+def _project(root: Path) -> Path:
+    return make_project(
+        root, {"a.yaml": info_manifest("alpha", "first"), "b.yaml": info_manifest("beta", "second")}
+    )
+
+
+def test_plan_on_an_empty_runner_sees_the_remote_and_exactly_one_edit(tmp_path: Path, remote_url: str) -> None:
+    first = _project(tmp_path / "runner1")
+    code, out = _cli("apply", "--auto-approve", "--project", str(first))
+    assert code == 0, out
+    # A fresh clone on another runner: nothing local but the manifests.
+    clone = tmp_path / "runner2"
+    shutil.copytree(first, clone, ignore=shutil.ignore_patterns(".odf"))
+    code, out = _cli("plan", "--detailed-exitcode", "--project", str(clone))
+    assert code == 0, out
+    (clone / "datasets" / "b.yaml").write_text(info_manifest("beta", "edited"), encoding="utf-8")
+    code, out = _cli("plan", "--detailed-exitcode", "--project", str(clone))
+    assert code == 2, out
+    assert "beta" in out and "alpha" not in out.replace("alpha: unchanged", "")
+    # Applying from the clone commits to the remote; the first runner then sees no change left.
+    code, out = _cli("apply", "--auto-approve", "--project", str(clone))
+    assert code == 0, out
+    (first / "datasets" / "b.yaml").write_text(info_manifest("beta", "edited"), encoding="utf-8")
+    code, out = _cli("plan", "--detailed-exitcode", "--project", str(first))
+    assert code == 0, out
+
+
+def test_a_second_apply_fails_at_once_naming_the_holder(tmp_path: Path, remote_url: str) -> None:
+    project = _project(tmp_path / "runner")
+    store = open_store(remote_url)
+    held = acquire_lock(store, purpose="odfproj apply")
+    try:
+        code, out = _cli("apply", "--auto-approve", "--project", str(project))
+        assert code != 0 and code != 70
+        assert out.count("\n") == 1 and held.lock_id in out and held.host in out and remote_url in out, out
+        # plan takes no lock.
+        code, out = _cli("plan", "--project", str(project))
+        assert code == 0, out
+    finally:
+        release_lock(store, held)
+    assert store.get(".lock") is None
+
+
+def test_an_unreachable_remote_workspace_is_one_line_naming_it(
+    tmp_path: Path, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(WORKSPACE_ENV, bucket)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    monkeypatch.setenv("AWS_RETRY_MODE", "standard")
+    code, out = _cli("plan", "--project", str(_project(tmp_path / "runner")))
+    assert code not in (0, 70) and out.count("\n") == 1 and bucket in out and "Traceback" not in out, out
