@@ -27,7 +27,9 @@ def _project(root: Path) -> Path:
     )
 
 
-def test_plan_on_an_empty_runner_sees_the_remote_and_exactly_one_edit(tmp_path: Path, remote_url: str) -> None:
+def test_plan_on_an_empty_runner_sees_the_remote_and_exactly_one_edit(
+    tmp_path: Path, remote_url: str
+) -> None:
     first = _project(tmp_path / "runner1")
     code, out = _cli("apply", "--auto-approve", "--project", str(first))
     assert code == 0, out
