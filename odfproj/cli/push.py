@@ -38,6 +38,11 @@ def pull(
         None, help="Dataset names. Default: every dataset in the repository (not for http(s))."
     ),
     from_: str = typer.Option(..., "--from", help=REPO_HELP, metavar="REPO"),
+    metadata_only: bool = typer.Option(
+        False,
+        "--metadata-only",
+        help="Copy blocks and heads only, no data or checkpoints: enough for `odfproj plan`.",
+    ),
     workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP, metavar="DIR"),
     project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP, metavar="DIR"),
 ) -> None:
@@ -49,5 +54,5 @@ def pull(
     repositories by ODF's Simple Transfer Protocol (plain GETs of the repository layout).
     """
     opened = resolve_workspace(workspace, project)
-    for outcome in pull_datasets(opened, datasets or [], open_store(from_)):
+    for outcome in pull_datasets(opened, datasets or [], open_store(from_), objects=not metadata_only):
         typer.echo(outcome.describe())

@@ -75,3 +75,43 @@ def test_an_unreachable_remote_workspace_is_one_line_naming_it(
     monkeypatch.setenv("AWS_RETRY_MODE", "standard")
     code, out = _cli("plan", "--project", str(_project(tmp_path / "runner")))
     assert code not in (0, 70) and out.count("\n") == 1 and bucket in out and "Traceback" not in out, out
+
+
+def test_the_ci_template_shares_a_remote_workspace_s_metadata_with_pull_requests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The apply job's metadata step, run as CI runs it, on a remote workspace (file:// here)."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    from odfproj.project.scaffold import scaffold_project
+
+    url = f"file://{tmp_path / 'remote'}"
+    monkeypatch.setenv(WORKSPACE_ENV, url)
+    project = _project(tmp_path / "runner")
+    assert _cli("apply", "--auto-approve", "--project", str(project))[0] == 0
+    scaffold_project(tmp_path / "scaffold")
+    workflow = yaml.safe_load(
+        (tmp_path / "scaffold/.github/workflows/odfproj.yml").read_text(encoding="utf-8")
+    )
+    step = next(
+        s for s in workflow["jobs"]["apply"]["steps"] if s.get("name") == "Copy the workspace's metadata"
+    )
+    env = {**os.environ, "RUNNER_TEMP": str(tmp_path / "tmp"), "ODFPROJ_WORKSPACE": url}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    done = subprocess.run(
+        ["bash", "-e", "-c", step["run"]], cwd=project, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    metadata = tmp_path / "tmp" / "metadata" / "datasets"
+    assert sorted(p.name for p in metadata.iterdir()) == ["alpha", "beta"]
+    assert not any((metadata / "alpha" / "data").iterdir())
+    # A pull request's plan against that artifact sees no change.
+    clone = tmp_path / "pr"
+    shutil.copytree(project, clone, ignore=shutil.ignore_patterns(".odf"))
+    monkeypatch.setenv(WORKSPACE_ENV, str(tmp_path / "tmp" / "metadata"))
+    code, out = _cli("plan", "--detailed-exitcode", "--project", str(clone))
+    assert code == 0, out
