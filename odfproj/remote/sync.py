@@ -144,7 +144,7 @@ def plan_sync(name: str, source: ObjectStore, destination: ObjectStore) -> SyncP
     )
 
 
-def _objects_of(block: model.MetadataBlock) -> Iterator[tuple[str, Multihash, int]]:
+def objects_of(block: model.MetadataBlock) -> Iterator[tuple[str, Multihash, int]]:
     """The content-addressed files a block references: (folder, physical hash, size)."""
     event = block.event
     if isinstance(event, DATA_EVENTS):
@@ -154,6 +154,17 @@ def _objects_of(block: model.MetadataBlock) -> Iterator[tuple[str, Multihash, in
             yield "checkpoints", event.new_checkpoint.physical_hash, event.new_checkpoint.size
 
 
+def fetch_object(source: ObjectStore, folder: str, physical: Multihash, size: int) -> bytes:
+    """One data file or checkpoint, checked against its physical hash and size."""
+    key = f"{folder}/{physical.to_multibase()}"
+    data = source.get(key)
+    if data is None:
+        raise RemoteError(f"{source}: {key} is missing")
+    if len(data) != size or Multihash(PHYSICAL_HASH_CODEC, physical_digest_bytes(data)) != physical:
+        raise RemoteError(f"{source}: {key} does not match its hash or size (corrupted or tampered)")
+    return data
+
+
 def copy_object(
     source: ObjectStore, destination: ObjectStore, folder: str, physical: Multihash, size: int
 ) -> bool:
@@ -161,12 +172,7 @@ def copy_object(
     key = f"{folder}/{physical.to_multibase()}"
     if destination.exists(key):
         return False
-    data = source.get(key)
-    if data is None:
-        raise RemoteError(f"{source}: {key} is missing")
-    if len(data) != size or Multihash(PHYSICAL_HASH_CODEC, physical_digest_bytes(data)) != physical:
-        raise RemoteError(f"{source}: {key} does not match its hash or size (corrupted or tampered)")
-    destination.put(key, data)
+    destination.put(key, fetch_object(source, folder, physical, size))
     return True
 
 
@@ -188,7 +194,7 @@ def execute_sync(
         check(plan)
     copied = 0
     for chain_block in plan.new_blocks if objects else ():
-        for folder, physical, size in _objects_of(chain_block.block):
+        for folder, physical, size in objects_of(chain_block.block):
             copied += copy_object(source, destination, folder, physical, size)
     blocks = 0
     for chain_block in plan.new_blocks:
@@ -219,6 +225,6 @@ def fetch_missing_objects(source: ObjectStore, destination: ObjectStore) -> int:
         return 0
     copied = 0
     for chain_block in walk(destination, found[0]):
-        for folder, physical, size in _objects_of(chain_block.block):
+        for folder, physical, size in objects_of(chain_block.block):
             copied += copy_object(source, destination, folder, physical, size)
     return copied

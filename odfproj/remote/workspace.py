@@ -28,10 +28,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from odfproj.remote.errors import RemoteError
-from odfproj.remote.repository import pull, push
+from odfproj.remote.repository import pull, push, repository_datasets
 from odfproj.remote.store import FolderStore, ObjectStore
-from odfproj.remote.sync import SyncOutcome, fetch_missing_objects
-from odfproj.storage.errors import WorkspaceLockedError
+from odfproj.remote.sync import SyncOutcome, fetch_missing_objects, fetch_object, objects_of, read_head, walk
+from odfproj.storage.chain import append_block
+from odfproj.storage.errors import ChainInvariantError, WorkspaceLockedError
 from odfproj.storage.workspace import Workspace
 
 LOCK_KEY = ".lock"
@@ -168,3 +169,35 @@ def _user() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return "unknown"
+
+
+def verify_remote(store: ObjectStore, names: Sequence[str] = (), *, integrity: bool = False) -> list[str]:
+    """Problems of the datasets as stored remotely, one line each: every block against its hash and its
+    chain's rules, and with ``integrity`` every data file and checkpoint against its hash and size.
+
+    Reads the remote itself, not the cache: a byte flipped in a block the cache already holds is found.
+    """
+    repository = store.child(DATASETS)
+    problems: list[str] = []
+    for name in names or repository_datasets(repository):
+        dataset = repository.child(name)
+        try:
+            found = read_head(dataset, "the remote")
+            if found is None:
+                problems.append(f"{dataset}: no dataset {name!r} there")
+                continue
+            blocks = list(walk(dataset, found[0]))
+            projection = None
+            for chain_block in reversed(blocks):
+                projection = append_block(projection, chain_block.hash, chain_block.block)
+        except (RemoteError, ChainInvariantError) as e:
+            problems.append(str(e))
+            continue
+        if integrity:
+            for chain_block in blocks:
+                for folder, physical, size in objects_of(chain_block.block):
+                    try:
+                        fetch_object(dataset, folder, physical, size)
+                    except RemoteError as e:
+                        problems.append(str(e))
+    return problems

@@ -9,7 +9,9 @@ import pytest
 
 from odfproj.project.config import WORKSPACE_ENV
 from odfproj.remote.store import open_store
-from odfproj.remote.workspace import acquire_lock, release_lock
+from odfproj.remote.workspace import acquire_lock, checkout, commit, release_lock
+from odfproj.storage.workspace import Workspace
+from tests.remote.conftest import make_workspace
 from tests.remote.test_repository import _cli
 from tests.security.project_helpers import info_manifest, make_project
 
@@ -115,3 +117,28 @@ def test_the_ci_template_shares_a_remote_workspace_s_metadata_with_pull_requests
     monkeypatch.setenv(WORKSPACE_ENV, str(tmp_path / "tmp" / "metadata"))
     code, out = _cli("plan", "--detailed-exitcode", "--project", str(clone))
     assert code == 0, out
+
+
+@pytest.mark.parametrize("folder", ["blocks", "data"])
+def test_verify_integrity_catches_a_flipped_byte_in_the_remote(
+    tmp_path: Path, bucket: str, folder: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A byte flipped in an object the runner's cache already holds is still found: verify reads the remote."""
+    import boto3
+
+    monkeypatch.setenv(WORKSPACE_ENV, bucket)
+    project = _project(tmp_path / "runner")
+    store = open_store(bucket)
+    commit(store, make_workspace(tmp_path / "data-ws"))
+    code, out = _cli("verify", "--integrity", "--project", str(project))
+    assert code == 0 and f"remote workspace {bucket} verified" in out, out
+    checkout(store, Workspace(tmp_path / "cache"), data=True)
+    name, prefix = bucket.removeprefix("s3://").split("/", 1)
+    client = boto3.client("s3")
+    listing = client.list_objects_v2(Bucket=name, Prefix=f"{prefix}/datasets/trips/{folder}/")
+    key = sorted(o["Key"] for o in listing["Contents"])[0]
+    data = bytearray(client.get_object(Bucket=name, Key=key)["Body"].read())
+    data[len(data) // 2] ^= 0x01
+    client.put_object(Bucket=name, Key=key, Body=bytes(data))
+    code, out = _cli("verify", "--integrity", "--project", str(project))
+    assert code == 1 and key.rsplit("/", 1)[1] in out and "does not match its hash" in out, out
