@@ -11,8 +11,8 @@ from odfproj.project.config import WORKSPACE_ENV
 from odfproj.remote.store import open_store
 from odfproj.remote.workspace import acquire_lock, checkout, commit, release_lock
 from odfproj.storage.workspace import Workspace
+from tests.cli_inprocess import run_main as _cli
 from tests.remote.conftest import make_workspace
-from tests.remote.test_repository import _cli
 from tests.security.project_helpers import info_manifest, make_project
 
 

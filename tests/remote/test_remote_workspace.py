@@ -23,8 +23,8 @@ from odfproj.remote.workspace import (
 from odfproj.storage.errors import WorkspaceLockedError
 from odfproj.storage.verify import verify_dataset
 from odfproj.storage.workspace import Workspace
+from tests.cli_inprocess import run_main as _cli
 from tests.remote.conftest import add_slices, make_workspace
-from tests.remote.test_repository import _cli
 
 
 @pytest.fixture(params=["s3", "file"])

@@ -5,21 +5,19 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.server
-import io
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from odfproj.cli.main import main
 from odfproj.remote.errors import DivergedError, ReadOnlyRemoteError, RemoteError
 from odfproj.remote.repository import pull, push, repository_datasets
 from odfproj.remote.store import FolderStore, open_store
 from odfproj.remote.sync import SyncState
 from odfproj.storage.verify import verify_dataset
 from odfproj.storage.workspace import Workspace
+from tests.cli_inprocess import run_main
 from tests.remote.conftest import add_slices, make_workspace
 
 
@@ -105,12 +103,18 @@ def test_pull_over_http_reads_a_pushed_folder_by_the_simple_transfer_protocol(tm
             pull(target, [], open_store(url))
 
 
-def test_divergent_histories_are_refused_both_ways(tmp_path: Path) -> None:
+def _shared(tmp_path: Path) -> tuple[FolderStore, Workspace, Workspace]:
+    """A repository and two workspaces at its head, ``a`` having pushed and ``b`` pulled."""
     repo = FolderStore(tmp_path / "repo")
     a = make_workspace(tmp_path / "a")
     push(a, [], repo)
     b = Workspace(tmp_path / "b")
     pull(b, [], repo)
+    return repo, a, b
+
+
+def test_divergent_histories_are_refused_both_ways(tmp_path: Path) -> None:
+    repo, a, b = _shared(tmp_path)
     add_slices(a.open("trips"), tmp_path / "sa", 1)
     add_slices(b.open("trips"), tmp_path / "sb", 1)
     push(a, [], repo)
@@ -124,11 +128,7 @@ def test_divergent_histories_are_refused_both_ways(tmp_path: Path) -> None:
 
 
 def test_a_repository_ahead_of_the_workspace_is_not_overwritten(tmp_path: Path) -> None:
-    repo = FolderStore(tmp_path / "repo")
-    a = make_workspace(tmp_path / "a")
-    push(a, [], repo)
-    b = Workspace(tmp_path / "b")
-    pull(b, [], repo)
+    repo, a, b = _shared(tmp_path)
     add_slices(a.open("trips"), tmp_path / "sa", 1)
     push(a, [], repo)
     with pytest.raises(RemoteError, match="pull first"):
@@ -152,21 +152,7 @@ def test_a_flipped_byte_in_the_repository_is_refused_on_pull(tmp_path: Path, fol
     assert target.list_datasets() == []  # nothing became visible
 
 
-def _cli(*args: str) -> tuple[int, str]:
-    output = io.StringIO()
-    argv = sys.argv
-    sys.argv = ["odfproj", *args]
-    try:
-        with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
-            try:
-                main()
-            except SystemExit as e:
-                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-            else:
-                code = 0
-    finally:
-        sys.argv = argv
-    return code, output.getvalue()
+_cli = run_main
 
 
 def test_cli_push_and_pull(tmp_path: Path, bucket: str) -> None:
