@@ -30,8 +30,17 @@ def cli_in(spark, monkeypatch: pytest.MonkeyPatch, cwd: Callable[[], Path]) -> C
 
     def invoke(*args: str) -> tuple[int, str]:
         monkeypatch.chdir(cwd())
-        monkeypatch.setattr(sys, "argv", ["odfproj", *args])
-        output = io.StringIO()
+        return run_main(*args)
+
+    return invoke
+
+
+def run_main(*args: str) -> tuple[int, str]:
+    """``odfproj ARGS`` through the real entry point in this process: (exit code, stdout + stderr)."""
+    output = io.StringIO()
+    argv = sys.argv
+    sys.argv = ["odfproj", *args]
+    try:
         with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
             try:
                 main()
@@ -39,6 +48,6 @@ def cli_in(spark, monkeypatch: pytest.MonkeyPatch, cwd: Callable[[], Path]) -> C
                 code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
             else:
                 code = 0
-        return code, output.getvalue()
-
-    return invoke
+    finally:
+        sys.argv = argv
+    return code, output.getvalue()

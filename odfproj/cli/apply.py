@@ -20,6 +20,7 @@ from odfproj.cli.options import (
     plan_request,
     query_checker_for,
 )
+from odfproj.cli.remote_ws import synced
 from odfproj.errors import PlanError
 from odfproj.plan.render import render_text
 from odfproj.plan.sources import plan_project
@@ -60,7 +61,10 @@ def apply(
     """
     config = load_project(project)
     workspace = Workspace(config.workspace(target))
-    with workspace.lock(purpose="odfproj apply", timeout=lock_timeout):
+    with (
+        synced(config, target, writer="odfproj apply"),
+        workspace.lock(purpose="odfproj apply", timeout=lock_timeout),
+    ):
         if plan_file is not None:
             if select or exclude or changed_since or variables:
                 raise PlanError(

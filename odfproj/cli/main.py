@@ -22,11 +22,13 @@ from odfproj.cli import (
     log,
     metavars,
     plan,
+    push,
     query,
     redact,
     render,
     run,
     sql,
+    unlock,
     validate,
     verify,
     watch,
@@ -63,6 +65,9 @@ for _name, _function in (
     ("sql", sql.sql),
     ("watch", watch.watch),
     ("destroy", destroy.destroy),
+    ("push", push.push),
+    ("pull", push.pull),
+    ("unlock", unlock.unlock),
 ):
     app.command(_name, cls=metavars.Command)(_function)
 

@@ -21,6 +21,7 @@ from odfproj.cli.options import (
     plan_request,
     query_checker_for,
 )
+from odfproj.cli.remote_ws import synced
 from odfproj.plan.model import Plan
 from odfproj.plan.planfile import write_plan_file
 from odfproj.plan.render import colourize, render_json, render_markdown, render_text
@@ -94,7 +95,8 @@ def plan(
     checker, holder = query_checker_for(validate_queries, verbose=state.verbose)
     try:
         request = plan_request(target, select, exclude, changed_since, variables)
-        result, _ = plan_project(config, request, query_checker=checker)
+        with synced(config, target, writer=None):
+            result, _ = plan_project(config, request, query_checker=checker)
     finally:
         if holder is not None:
             holder.stop()

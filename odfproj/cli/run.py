@@ -27,6 +27,7 @@ from odfproj.cli.options import (
     VarOption,
     plan_request,
 )
+from odfproj.cli.remote_ws import synced
 from odfproj.engine.session import SparkSessionHolder
 from odfproj.project.config import load_project, spark_settings
 from odfproj.run.run import (
@@ -90,7 +91,8 @@ def run(
     view = _LiveView()
     display = Live(view, console=console, refresh_per_second=4, transient=True) if live else nullcontext()
     on_first = (lambda: view.interrupt(FIRST_INTERRUPT)) if live else (lambda: say(FIRST_INTERRUPT))
-    with stopped_after(holder), display, graceful_interrupt(on_first) as stop:
+    remote = synced(config, target, writer="odfproj run", data=True)
+    with remote, stopped_after(holder), display, graceful_interrupt(on_first) as stop:
         result = run_project(
             config,
             request,

@@ -9,6 +9,7 @@ import typer
 
 from odfproj.cli.context import CliState, stderr_console
 from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, project_engine, resolve_workspace
+from odfproj.errors import OdfprojError
 from odfproj.run.verify import verify_datasets
 
 
@@ -40,6 +41,8 @@ def verify(
     also re-hashed (as with --integrity), so stored data that differs from what the chain records is
     reported naming the file.
     """
+    if workspace is None and not reproduce and _verify_remote(project, datasets or [], integrity):
+        return
     opened = resolve_workspace(workspace, project)
     names = datasets or opened.list_datasets()
     bad = 0
@@ -62,3 +65,25 @@ def verify(
 def _engine(project: Path | None, workspace: Path | None, ctx: typer.Context) -> Any:
     verbose = isinstance(ctx.obj, CliState) and ctx.obj.verbose
     return project_engine(project, workspace, verbose=verbose)
+
+
+def _verify_remote(project: Path | None, names: list[str], integrity: bool) -> bool:
+    """For a remote workspace, verify what is stored remotely (not the cache); False for a local one."""
+    from odfproj.project.config import load_project
+    from odfproj.remote.store import open_store
+    from odfproj.remote.workspace import verify_remote
+
+    try:
+        url = load_project(project).remote_workspace()
+    except OdfprojError:
+        return False  # no project: a bare workspace folder
+    if url is None:
+        return False
+    problems = verify_remote(open_store(url), names, integrity=integrity)
+    for problem in problems:
+        typer.echo(problem)
+    if problems:
+        stderr_console().print(f"{len(problems)} problem(s) in remote workspace {url}", markup=False)
+        raise typer.Exit(1)
+    typer.echo(f"remote workspace {url} verified")
+    return True

@@ -21,6 +21,7 @@ from odfproj.errors import OdfprojError
 from odfproj.odf.yaml_source import check_yaml_limits
 from odfproj.project.boundary import glob_refusal, path_refusal
 from odfproj.project.env import EnvPolicy, parse_env_section
+from odfproj.remote.workspace import is_remote_workspace, remote_cache_dir
 
 CONFIG_FILE = "odfproj.yaml"
 DEFAULT_MANIFEST_GLOBS = ("datasets/**/*.yaml",)
@@ -72,8 +73,19 @@ class ProjectConfig:
     def config_path(self) -> Path:
         return self.root / CONFIG_FILE
 
+    def remote_workspace(self) -> str | None:
+        """The URL of a workspace kept in an object store (``s3://``, ``file://``), or ``None``."""
+        setting = os.environ.get(WORKSPACE_ENV) or self.workspace_setting
+        return setting if is_remote_workspace(setting) else None
+
     def workspace(self, target: str | None = None) -> Path:
-        """The workspace folder: $ODFPROJ_WORKSPACE, else the target's storage root, else the setting."""
+        """The workspace folder: $ODFPROJ_WORKSPACE, else the target's storage root, else the setting.
+
+        For a remote workspace, the folder of its local cache (under ``.odf/``, which is gitignored).
+        """
+        remote = self.remote_workspace()
+        if remote is not None:
+            return remote_cache_dir(self.root, remote)
         env = os.environ.get(WORKSPACE_ENV)
         if env:
             return Path(env).expanduser().resolve()

@@ -252,6 +252,27 @@ class Workspace:
             fsync_dir(self.datasets_dir)
         return Dataset(target.name, target, self._projections)
 
+    def receive(self, name: str, dataset_id: DatasetId) -> Dataset:
+        """The folder a dataset arriving from a repository (``odfproj pull``) is written into.
+
+        Records ``name -> dataset_id`` and makes the layout's sub-folders but writes no ``refs/head``:
+        the folder becomes a dataset only when the puller moves the head, last, so an interrupted pull
+        leaves nothing visible (and ``create`` removes such a folder). No key is written: a pulled
+        dataset's private key stays with whoever created it.
+        """
+        dataset_name = DatasetName(name)
+        self.datasets_dir.mkdir(parents=True, exist_ok=True)
+        with self._names_lock():
+            existing = self._find(name)
+            if existing is not None:
+                raise DatasetExistsError(f"dataset {existing.name!r} already exists in workspace {self.root}")
+            self._write_name_record(str(dataset_name), dataset_id)
+            target = self.datasets_dir / str(dataset_name)
+            for sub in DATASET_DIRS:
+                (target / sub).mkdir(parents=True, exist_ok=True)
+            (target / LOCK_FILE).touch()
+        return Dataset(target.name, target)
+
     def _write_key(self, key: DatasetKeyPair) -> None:
         if not self.keys_dir.is_dir():
             self.keys_dir.mkdir(mode=0o700, parents=True, exist_ok=True)

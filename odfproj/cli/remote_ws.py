@@ -1,0 +1,39 @@
+"""Commands on a remote workspace: bring its local cache up to date first, commit back after writing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from odfproj.project.config import ProjectConfig
+from odfproj.remote.store import open_store
+from odfproj.remote.workspace import checkout, commit, remote_lock
+from odfproj.storage.workspace import Workspace
+
+
+@contextmanager
+def synced(
+    config: ProjectConfig, target: str | None, *, writer: str | None, data: bool = False
+) -> Iterator[None]:
+    """For a remote workspace: checkout before the command, and for a ``writer`` lock and commit.
+
+    ``writer`` is the lock's purpose (``None``: a reader such as ``plan``, which takes no lock and
+    needs only read access). ``data``: also fetch every data object (commands that read data).
+    Nothing happens for a workspace on disk.
+    """
+    url = config.remote_workspace()
+    if url is None:
+        yield
+        return
+    store = open_store(url)
+    cache = Workspace(config.workspace(target))
+    if writer is None:
+        checkout(store, cache, data=data)
+        yield
+        return
+    with remote_lock(store, purpose=writer):
+        checkout(store, cache, data=data)
+        try:
+            yield
+        finally:
+            commit(store, cache)  # whatever committed locally (each dataset atomically) goes up

@@ -1,0 +1,335 @@
+"""Object stores addressed by URL: a folder, an S3 bucket prefix, or an HTTP(S) server (read only).
+
+Keys are ``/``-separated paths relative to the store's root, the same paths as inside a dataset folder
+(``refs/head``, ``blocks/<hash>``, ...). Content-addressed objects are written with plain puts (a
+rewrite writes the same bytes); the one mutable object, ``refs/head``, is written with
+:meth:`ObjectStore.put_if`, a compare-and-swap against the version read before, so two writers can
+never interleave.
+
+S3 goes through boto3: it reads credentials, region, endpoint and profiles from the standard AWS
+variables and config files, and exposes S3's conditional writes (``If-Match`` / ``If-None-Match``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import unquote, urlparse
+
+from odfproj.remote.errors import ReadOnlyRemoteError, RemoteError
+from odfproj.storage.fsutil import fsync_dir, new_txid, write_durable
+
+T = TypeVar("T")
+
+
+class ObjectStore(ABC):
+    """A flat namespace of immutable-by-convention objects under one root URL."""
+
+    url: str
+    #: Whether writes are refused (an http(s) repository): checked before any work starts.
+    read_only: bool = False
+
+    @abstractmethod
+    def get(self, key: str) -> bytes | None:
+        """The object's bytes, or ``None`` if there is none."""
+
+    @abstractmethod
+    def get_versioned(self, key: str) -> tuple[bytes, str] | None:
+        """The object's bytes and a version token for :meth:`put_if`, or ``None`` if absent."""
+
+    @abstractmethod
+    def exists(self, key: str) -> bool: ...
+
+    @abstractmethod
+    def put(self, key: str, data: bytes) -> None:
+        """Write an object whole (readers see the old object, the new one, or none; never a part)."""
+
+    @abstractmethod
+    def put_if(self, key: str, data: bytes, *, version: str | None) -> bool:
+        """Write only if the object is still at ``version`` (``None``: only if it does not exist).
+
+        Returns ``False`` when someone else wrote or created it meanwhile.
+        """
+
+    @abstractmethod
+    def delete(self, key: str) -> None: ...
+
+    @abstractmethod
+    def list(self, prefix: str = "") -> list[str]:
+        """Keys under ``prefix`` (recursively), relative to the store root."""
+
+    @abstractmethod
+    def child(self, sub: str) -> ObjectStore:
+        """The store rooted at ``sub`` inside this one (a dataset inside a repository)."""
+
+    def __str__(self) -> str:
+        return self.url
+
+
+class FolderStore(ObjectStore):
+    """A local folder; writes are atomic renames, ``put_if`` holds an advisory lock on the folder."""
+
+    def __init__(self, root: Path, url: str | None = None) -> None:
+        self.root = Path(root)
+        self.url = url or str(self.root)  # the spelling the user gave (file://...), for messages
+
+    def _path(self, key: str) -> Path:
+        return self.root / key
+
+    def get(self, key: str) -> bytes | None:
+        try:
+            return self._path(key).read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as e:
+            raise RemoteError(f"{self.url}: cannot read {key}: {e.strerror}") from None
+
+    def get_versioned(self, key: str) -> tuple[bytes, str] | None:
+        data = self.get(key)
+        return None if data is None else (data, hashlib.sha256(data).hexdigest())
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def put(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        try:
+            if not path.parent.is_dir():
+                path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.tmp-{new_txid()}")
+            try:
+                write_durable(tmp, data)
+                os.replace(tmp, path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+            fsync_dir(path.parent)
+        except OSError as e:
+            raise RemoteError(f"{self.url}: cannot write {key}: {e.strerror}") from None
+
+    def put_if(self, key: str, data: bytes, *, version: str | None) -> bool:
+        path = self._path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise RemoteError(f"{self.url}: cannot write {key}: {e.strerror}") from None
+        with _folder_lock(path.parent):
+            current = self.get_versioned(key)
+            if (current[1] if current is not None else None) != version:
+                return False
+            self.put(key, data)
+            return True
+
+    def delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
+
+    def list(self, prefix: str = "") -> list[str]:
+        base = self._path(prefix) if prefix else self.root
+        if not base.is_dir():
+            return []
+        return sorted(
+            p.relative_to(self.root).as_posix()
+            for p in base.rglob("*")
+            if p.is_file() and not p.name.startswith(".")
+        )
+
+    def child(self, sub: str) -> FolderStore:
+        return FolderStore(self.root / sub, f"{self.url.rstrip('/')}/{sub}")
+
+
+@contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on the folder itself: serialises compare-and-swaps, leaves no file behind."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+class S3Store(ObjectStore):
+    """A prefix of an S3 bucket (or any S3-compatible server that honours conditional writes)."""
+
+    def __init__(self, bucket: str, prefix: str, client: Any | None = None) -> None:
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.url = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            import boto3  # imported on first use: local-only commands never pay for it
+
+            self._client = boto3.client("s3")
+        return self._client
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _call(self, what: str, call: Callable[[], T]) -> T:
+        """Run one S3 request, turning every failure into one line naming this store."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return call()
+        except ClientError as e:
+            error = e.response.get("Error", {})
+            raise RemoteError(
+                f"{self.url}: {what} failed: {error.get('Code', '?')}: {error.get('Message', '') or e}"
+            ) from None
+        except BotoCoreError as e:
+            raise RemoteError(f"{self.url}: {what} failed: {e}") from None
+
+    def get_versioned(self, key: str) -> tuple[bytes, str] | None:
+        from botocore.exceptions import ClientError
+
+        def call() -> tuple[bytes, str] | None:
+            try:
+                response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                    return None
+                raise
+            return response["Body"].read(), response["ETag"]
+
+        return self._call(f"reading {key}", call)
+
+    def get(self, key: str) -> bytes | None:
+        found = self.get_versioned(key)
+        return None if found is None else found[0]
+
+    def exists(self, key: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        def call() -> bool:
+            try:
+                self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+                    return False
+                raise
+            return True
+
+        return self._call(f"looking up {key}", call)
+
+    def put(self, key: str, data: bytes) -> None:
+        self._call(
+            f"writing {key}",
+            lambda: self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data),
+        )
+
+    def put_if(self, key: str, data: bytes, *, version: str | None) -> bool:
+        from botocore.exceptions import ClientError
+
+        condition = {"IfNoneMatch": "*"} if version is None else {"IfMatch": version}
+
+        def call() -> bool:
+            try:
+                self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **condition)
+            except ClientError as e:
+                # 412: the condition failed; 409: a concurrent conditional write won the race.
+                if e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") in (409, 412):
+                    return False
+                raise
+            return True
+
+        return self._call(f"writing {key}", call)
+
+    def delete(self, key: str) -> None:
+        self._call(
+            f"deleting {key}", lambda: self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+        )
+
+    def list(self, prefix: str = "") -> list[str]:
+        full = self._key(prefix) if prefix else (f"{self.prefix}/" if self.prefix else "")
+        strip = len(f"{self.prefix}/") if self.prefix else 0
+
+        def call() -> list[str]:
+            keys: list[str] = []
+            for page in self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=full
+            ):
+                keys += [item["Key"][strip:] for item in page.get("Contents", [])]
+            return sorted(keys)
+
+        return self._call("listing", call)
+
+    def child(self, sub: str) -> S3Store:
+        return S3Store(self.bucket, f"{self.prefix}/{sub}" if self.prefix else sub, self._client)
+
+
+class HttpStore(ObjectStore):
+    """An ODF repository served over plain HTTP GET (the Simple Transfer Protocol); read only."""
+
+    read_only = True
+
+    def __init__(self, base_url: str) -> None:
+        self.url = base_url.rstrip("/")
+
+    def get_versioned(self, key: str) -> tuple[bytes, str] | None:
+        import httpx
+
+        try:
+            response = httpx.get(f"{self.url}/{key}", follow_redirects=True, timeout=60)
+        except httpx.HTTPError as e:
+            raise RemoteError(f"{self.url}: reading {key} failed: {e}") from None
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise RemoteError(f"{self.url}: reading {key} failed: HTTP {response.status_code}")
+        return response.content, response.headers.get("etag", "")
+
+    def get(self, key: str) -> bytes | None:
+        found = self.get_versioned(key)
+        return None if found is None else found[0]
+
+    def exists(self, key: str) -> bool:
+        return self.get(key) is not None
+
+    def _read_only(self) -> ReadOnlyRemoteError:
+        return read_only_error(self)
+
+    def put(self, key: str, data: bytes) -> None:
+        raise self._read_only()
+
+    def put_if(self, key: str, data: bytes, *, version: str | None) -> bool:
+        raise self._read_only()
+
+    def delete(self, key: str) -> None:
+        raise self._read_only()
+
+    def list(self, prefix: str = "") -> list[str]:
+        raise RemoteError(f"{self.url}: an http(s) repository cannot be listed: name the datasets to pull")
+
+    def child(self, sub: str) -> HttpStore:
+        return HttpStore(f"{self.url}/{sub}")
+
+
+def open_store(url: str) -> ObjectStore:
+    """The store a URL names: ``s3://bucket/prefix``, ``http(s)://...``, ``file://...`` or a plain path."""
+    parsed = urlparse(url)
+    if parsed.scheme == "s3":
+        if not parsed.netloc:
+            raise RemoteError(f"{url}: an s3 URL needs a bucket (s3://BUCKET/PREFIX)")
+        return S3Store(parsed.netloc, parsed.path)
+    if parsed.scheme in ("http", "https"):
+        return HttpStore(url)
+    if parsed.scheme == "file":
+        return FolderStore(Path(unquote(parsed.path)), url)
+    if parsed.scheme and len(parsed.scheme) > 1:
+        raise RemoteError(
+            f"{url}: unsupported repository scheme {parsed.scheme!r} (use a folder, file://, s3:// or http(s)://)"
+        )
+    return FolderStore(Path(url))
+
+
+def read_only_error(store: ObjectStore) -> ReadOnlyRemoteError:
+    return ReadOnlyRemoteError(f"{store}: an http(s) repository can only be read (pull from it)")

@@ -1,0 +1,203 @@
+"""A workspace kept in an object store (``s3://bucket/prefix`` or ``file://...``), worked on through a cache.
+
+The remote holds the same layout as a workspace on disk (``datasets/<name>/refs/head``, ``blocks/``,
+``data/``, ``checkpoints/``); private keys and the workspace's own records stay local. A command
+works on a local cache: :func:`checkout` pulls the metadata (and, for commands that read data, the
+objects, each checked against its hash); :func:`commit` uploads data and blocks first and then moves
+each dataset's ``refs/head`` by compare-and-swap, so two writers can never interleave and an
+interrupted commit leaves every head old or new.
+
+Writers also take the remote lock, an object ``.lock`` created with ``If-None-Match: *`` that records
+who holds it (holder, host, pid, start time, expiry): a second writer fails at once naming the
+holder. A crashed writer's lock stays until it expires or ``odfproj unlock LOCK_ID`` breaks it;
+``plan`` never takes it and needs only read access.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import os
+import socket
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from odfproj.remote.errors import RemoteError
+from odfproj.remote.repository import pull, push, repository_datasets
+from odfproj.remote.store import FolderStore, ObjectStore
+from odfproj.remote.sync import SyncOutcome, fetch_missing_objects, fetch_object, objects_of, read_head, walk
+from odfproj.storage.chain import append_block
+from odfproj.storage.errors import ChainInvariantError, WorkspaceLockedError
+from odfproj.storage.workspace import Workspace
+
+LOCK_KEY = ".lock"
+DATASETS = "datasets"
+#: How long a lock is honoured without being renewed: longer than any apply, short enough that a
+#: crashed runner does not block the team for long (``odfproj unlock`` breaks it sooner).
+DEFAULT_LOCK_TTL = timedelta(hours=2)
+
+
+def is_remote_workspace(setting: str) -> bool:
+    """Whether a ``workspace`` setting (or ``ODFPROJ_WORKSPACE``) names an object store, not a folder."""
+    return setting.startswith(("s3://", "file://"))
+
+
+def remote_cache_dir(project_root: Path, url: str) -> Path:
+    """Where a project keeps its cache of a remote workspace: one folder per URL, under ``.odf/``."""
+    return project_root.resolve() / ".odf" / f"remote-{hashlib.sha256(url.encode()).hexdigest()[:16]}"
+
+
+@dataclass(frozen=True)
+class RemoteLock:
+    """The content of a remote workspace's ``.lock`` object."""
+
+    lock_id: str
+    holder: str
+    host: str
+    pid: int
+    purpose: str
+    started: str  # ISO 8601, UTC
+    expires: str
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(asdict(self), indent=2).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> RemoteLock:
+        try:
+            return cls(**json.loads(data))
+        except (ValueError, TypeError) as e:
+            raise RemoteError(f"the remote workspace lock is unreadable: {e}") from None
+
+    def expired(self, now: datetime) -> bool:
+        return datetime.fromisoformat(self.expires) <= now
+
+    def describe(self) -> str:
+        return (
+            f"{self.holder}@{self.host} (pid {self.pid}, {self.purpose}) since {self.started}, "
+            f"expires {self.expires}; lock id {self.lock_id}"
+        )
+
+
+def acquire_lock(store: ObjectStore, *, purpose: str, ttl: timedelta = DEFAULT_LOCK_TTL) -> RemoteLock:
+    """Create the lock object; fail at once naming the holder if someone else holds a live one.
+
+    An expired lock is replaced by compare-and-swap against the exact version read, so two writers
+    racing to take over an expired lock cannot both win.
+    """
+    now = datetime.now(UTC).replace(microsecond=0)
+    lock = RemoteLock(
+        lock_id=uuid.uuid4().hex[:12],
+        holder=_user(),
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        purpose=purpose,
+        started=now.isoformat(),
+        expires=(now + ttl).isoformat(),
+    )
+    if store.put_if(LOCK_KEY, lock.to_bytes(), version=None):
+        return lock
+    found = store.get_versioned(LOCK_KEY)
+    if found is not None:
+        held = RemoteLock.from_bytes(found[0])
+        if not held.expired(now):
+            raise WorkspaceLockedError(
+                f"workspace {store} is locked by {held.describe()}; if that run is dead: odfproj unlock {held.lock_id}"
+            )
+        if store.put_if(LOCK_KEY, lock.to_bytes(), version=found[1]):
+            return lock
+    raise WorkspaceLockedError(f"workspace {store}: another writer took the lock just now; try again")
+
+
+def release_lock(store: ObjectStore, lock: RemoteLock) -> None:
+    """Remove the lock if it is still ours (someone may have broken and retaken it meanwhile)."""
+    found = store.get(LOCK_KEY)
+    if found is not None and RemoteLock.from_bytes(found).lock_id == lock.lock_id:
+        store.delete(LOCK_KEY)
+
+
+def break_lock(store: ObjectStore, lock_id: str) -> RemoteLock:
+    """Remove the lock with this id (``odfproj unlock``); the id guards against breaking a newer lock."""
+    found = store.get(LOCK_KEY)
+    if found is None:
+        raise RemoteError(f"workspace {store} is not locked")
+    held = RemoteLock.from_bytes(found)
+    if held.lock_id != lock_id:
+        raise RemoteError(f"workspace {store} is locked by {held.describe()}, not by lock {lock_id}")
+    store.delete(LOCK_KEY)
+    return held
+
+
+@contextmanager
+def remote_lock(
+    store: ObjectStore, *, purpose: str, ttl: timedelta = DEFAULT_LOCK_TTL
+) -> Iterator[RemoteLock]:
+    lock = acquire_lock(store, purpose=purpose, ttl=ttl)
+    try:
+        yield lock
+    finally:
+        release_lock(store, lock)
+
+
+def checkout(store: ObjectStore, cache: Workspace, *, data: bool = False) -> list[SyncOutcome]:
+    """Bring the cache up to the remote: every dataset's blocks and head, and its objects if ``data``.
+
+    Without ``data`` only metadata moves (what ``plan`` needs); :func:`fetch_data` fills the objects
+    of one dataset later, when a command needs them.
+    """
+    return pull(cache, [], store.child(DATASETS), objects=data)
+
+
+def fetch_data(store: ObjectStore, cache: Workspace, name: str) -> int:
+    """Fetch the objects of one cached dataset that the cache lacks, each checked; returns how many."""
+    dataset = cache.open(name)
+    return fetch_missing_objects(store.child(DATASETS).child(dataset.name), FolderStore(dataset.path))
+
+
+def commit(store: ObjectStore, cache: Workspace, names: Sequence[str] = ()) -> list[SyncOutcome]:
+    """Upload the cache's new objects and blocks, then move each remote head by compare-and-swap."""
+    return push(cache, names, store.child(DATASETS))
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+def verify_remote(store: ObjectStore, names: Sequence[str] = (), *, integrity: bool = False) -> list[str]:
+    """Problems of the datasets as stored remotely, one line each: every block against its hash and its
+    chain's rules, and with ``integrity`` every data file and checkpoint against its hash and size.
+
+    Reads the remote itself, not the cache: a byte flipped in a block the cache already holds is found.
+    """
+    repository = store.child(DATASETS)
+    problems: list[str] = []
+    for name in names or repository_datasets(repository):
+        dataset = repository.child(name)
+        try:
+            found = read_head(dataset, "the remote")
+            if found is None:
+                problems.append(f"{dataset}: no dataset {name!r} there")
+                continue
+            blocks = list(walk(dataset, found[0]))
+            projection = None
+            for chain_block in reversed(blocks):
+                projection = append_block(projection, chain_block.hash, chain_block.block)
+        except (RemoteError, ChainInvariantError) as e:
+            problems.append(str(e))
+            continue
+        if integrity:
+            for chain_block in blocks:
+                for folder, physical, size in objects_of(chain_block.block):
+                    try:
+                        fetch_object(dataset, folder, physical, size)
+                    except RemoteError as e:
+                        problems.append(str(e))
+    return problems

@@ -1,0 +1,74 @@
+"""Fixtures for the remote tests: an S3-compatible server (moto, server mode) on 127.0.0.1, real folders."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from odfproj.odf import model
+from odfproj.storage.dataset import Dataset
+from odfproj.storage.workspace import Workspace
+from tests.storage.helpers.chains import Writer, set_schema
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """The URL of a moto S3 server, started once for the session and stopped at its end.
+
+    moto honours S3's conditional writes (If-None-Match: * and If-Match: ETag answer 412 when they
+    fail), which is what refs/head's compare-and-swap relies on.
+    """
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3_env(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The standard AWS variables pointing at the test server, set for this test (and its children)."""
+    env = {
+        "AWS_ENDPOINT_URL": s3_endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": "/nonexistent",
+        "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    return env
+
+
+@pytest.fixture
+def bucket(s3_env: dict[str, str]) -> str:
+    """A fresh, empty bucket on the test server; its s3:// URL."""
+    import boto3
+
+    name = f"odfproj-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3").create_bucket(Bucket=name)
+    return f"s3://{name}/repo"
+
+
+def make_workspace(path: Path, *, slices: int = 3) -> Workspace:
+    """A workspace with one root dataset holding ``slices`` data slices, each with a checkpoint."""
+    workspace = Workspace(path)
+    dataset = workspace.create("trips", model.DatasetKind.Root)
+    dataset.append([set_schema()])
+    writer = Writer(dataset, path.parent / f"{path.name}-scratch")
+    for i in range(slices):
+        writer.add_data(5 + i, checkpoint=f"state {i}".encode())
+    return workspace
+
+
+def add_slices(dataset: Dataset, scratch: Path, count: int) -> None:
+    writer = Writer(dataset, scratch)
+    for i in range(count):
+        writer.add_data(3, checkpoint=f"more {i} {scratch.name}".encode())

@@ -1,0 +1,29 @@
+"""The child of the kill tests: push a workspace to a repository URL, saying when it starts.
+
+Run by a ``forkserver`` that has imported odfproj and boto3 once, so each child starts in
+milliseconds and a kill costs no interpreter start-up.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from odfproj.remote.repository import push
+from odfproj.remote.store import open_store
+from odfproj.storage.workspace import Workspace
+
+
+def push_and_report(workspace: str, url: str, env: dict[str, str], channel: Connection) -> None:
+    """Push, sending ``"started"`` when the push begins and the seconds it took when it ends.
+
+    ``env`` is the test's ``AWS_*`` environment: a forkserver's children inherit the server's, not the test's.
+    """
+    os.environ.update(env)
+    store = open_store(url)
+    channel.send("started")
+    began = time.monotonic()
+    push(Workspace(Path(workspace)), [], store)
+    channel.send(time.monotonic() - began)
