@@ -205,7 +205,10 @@ def _identity_problems(workspace: Workspace, dataset: Dataset) -> list[Integrity
                 f"{recorded} ({record}): the folder holds another dataset's chain",
             )
         )
-    problems += _key_problems(workspace, dataset.name, seed_id)
+    if not (workspace.is_received(dataset.name) and not workspace.key_path(seed_id).exists()):
+        problems += _key_problems(
+            workspace, dataset.name, seed_id
+        )  # a pulled dataset's key stays with its creator
     return problems
 
 

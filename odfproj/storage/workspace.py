@@ -53,6 +53,10 @@ _CREATING = ".creating-"
 _DELETING = ".deleting-"
 
 
+#: The second line of a ``.names/`` record for a dataset that arrived by ``odfproj pull``.
+RECEIVED = "received"
+
+
 class Workspace:
     """A handle on a workspace folder; creates nothing until a dataset is created."""
 
@@ -91,11 +95,21 @@ class Workspace:
 
         Raises :class:`InvalidValueError` when the record exists but does not hold a ``did:odf``.
         """
+        lines = self._name_record_lines(name)
+        return None if lines is None else DatasetId.from_did_str(lines[0] if lines else "")
+
+    def is_received(self, name: str) -> bool:
+        """Whether ``name`` arrived by ``odfproj pull`` rather than being created here: then its private
+        key stays with its creator, and ``verify`` does not ask for it."""
+        lines = self._name_record_lines(name)
+        return lines is not None and RECEIVED in lines[1:]
+
+    def _name_record_lines(self, name: str) -> list[str] | None:
         try:
-            text = self.name_record(name).read_bytes().decode("ascii", "replace").strip()
+            text = self.name_record(name).read_bytes().decode("ascii", "replace")
         except FileNotFoundError:
             return None
-        return DatasetId.from_did_str(text)
+        return [line.strip() for line in text.strip().splitlines()]
 
     def key_path(self, dataset_id: DatasetId) -> Path:
         """Where a dataset's private key is kept: named by the multibase part of its ``did:odf``."""
@@ -266,7 +280,7 @@ class Workspace:
             existing = self._find(name)
             if existing is not None:
                 raise DatasetExistsError(f"dataset {existing.name!r} already exists in workspace {self.root}")
-            self._write_name_record(str(dataset_name), dataset_id)
+            self._write_name_record(str(dataset_name), dataset_id, received=True)
             target = self.datasets_dir / str(dataset_name)
             for sub in DATASET_DIRS:
                 (target / sub).mkdir(parents=True, exist_ok=True)
@@ -288,12 +302,16 @@ class Workspace:
             raise
         fsync_dir(self.keys_dir)
 
-    def _write_name_record(self, name: str, dataset_id: DatasetId) -> None:
-        """Record ``name -> id`` before the dataset appears; a stale record of a crashed create is overwritten."""
+    def _write_name_record(self, name: str, dataset_id: DatasetId, *, received: bool = False) -> None:
+        """Record ``name -> id`` before the dataset appears; a stale record of a crashed create is overwritten.
+
+        The first line is the id; a pulled dataset's record has a second line, ``received``.
+        """
         if not self.names_dir.is_dir():
             self.names_dir.mkdir(parents=True, exist_ok=True)
             fsync_dir(self.root)
-        replace_atomic(self.name_record(name), f"{dataset_id.as_did_str()}\n".encode("ascii"))
+        text = f"{dataset_id.as_did_str()}\n" + (f"{RECEIVED}\n" if received else "")
+        replace_atomic(self.name_record(name), text.encode("ascii"))
 
     def delete(self, name: str) -> None:
         """Delete a dataset's folder (its chain and data). Its private key is kept in ``keys/``.
