@@ -25,6 +25,7 @@ from odfproj.cli import (
     render,
     run,
     sql,
+    test,
     validate,
     verify,
     watch,
@@ -58,6 +59,7 @@ for _name, _function in (
     ("run", run.run),
     ("query", query.query),
     ("sql", sql.sql),
+    ("test", test.test),
     ("watch", watch.watch),
 ):
     app.command(_name, cls=metavars.Command)(_function)

@@ -49,7 +49,9 @@ from odfproj.odf import model
 from odfproj.odf.timestamps import format_rfc3339
 from odfproj.plan.sources import PlanRequest, plan_project
 from odfproj.project.config import ProjectConfig
+from odfproj.quality.definitions import load_suite
 from odfproj.run.apply import ApplyResult, apply_plan, check_plan
+from odfproj.run.data_tests import after_update
 from odfproj.run.runlog import log_path, run_log
 from odfproj.storage.fsutil import replace_atomic
 from odfproj.storage.projection import ChainProjection
@@ -107,6 +109,8 @@ class DatasetRun:
     seconds: float = 0.0
     #: The error, the reason for a skip, or a short note ("up to date").
     message: str = ""
+    #: The dataset's data test results after it updated (``quality.execute.TestResult.to_json``).
+    tests: tuple[Mapping[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -117,6 +121,7 @@ class DatasetRun:
             "blocks_added": self.blocks_added,
             "execution_time": round(self.seconds, 3),
             "message": self.message,
+            "tests": [dict(t) for t in self.tests],
         }
 
 
@@ -242,6 +247,8 @@ def run_project(
             _emit(on_event, event)
 
         check_plan(plan, workspace)  # refusals stop the run before anything is written
+        suite = load_suite(config, snapshot.manifests.by_name)
+        suite.raise_for_problems()  # so do wrong data test files
         applied = apply_plan(plan, workspace, cancel=stop) if plan.has_changes else None
         if applied is not None:
             log.info("%s", applied.summary())
@@ -250,7 +257,8 @@ def run_project(
         downstream = {n: set(snapshot.graph.downstream(n)) & set(order) for n in order}
 
         def work_on(name: str) -> DatasetRun:
-            return _run_dataset(workspace, name, holder, config.root, system_time, environ, report)
+            outcome = _run_dataset(workspace, name, holder, config.root, system_time, environ, report)
+            return after_update(outcome, suite.of(name), workspace, holder, report)  # run.data_tests
 
         def finish(results: Mapping[str, DatasetRun]) -> RunResult:
             result = RunResult(
