@@ -104,3 +104,48 @@ def test_custom_sql_passes_the_query_allowlist(ran, engine):
     assert "nmae" in results[1].message
     assert results[2].message == "the dataset is not in the workspace (run it first)"
     assert all(r.blocks for r in results)
+
+
+def test_show_tells_definition_numbers_rows_and_last_run(ran, spark, monkeypatch):
+    config, _ = ran
+    odfproj = cli_in(spark, monkeypatch, lambda: config.root)
+    code, out = odfproj("show", "visits")
+    assert code == 0, out
+    lines = out.splitlines()
+    assert lines[0].startswith("visits (Root) did:odf:")
+    assert "source: polling: FetchStepFilesGlob data/visits/*.csv" in lines
+    assert "primary key: id" in lines and "records: 3, 3 current row(s)" in lines
+    last = next(line for line in lines if line.startswith("last run: "))
+    assert last.startswith("last run: error at ") and ", data tests 2/4 passed: 1 data test(s) failed" in last
+    assert "Atlantis" in out
+    code, out = odfproj("show", "VISITS.COPY")
+    assert code == 0, out
+    assert "inputs: visits" in out and "query: SELECT * FROM src" in out
+    assert "schema: (no data yet)" in out and "last run: skipped" in out
+    code, out = odfproj("show", "nowhere")
+    assert code == 1 and "nowhere" in out and "Traceback" not in out
+
+
+def test_retry_reruns_the_failed_dataset_and_its_skipped_downstream(ran, spark, monkeypatch):
+    """Last in this module: it changes the shared project (the failing test becomes a warning)."""
+    config, _ = ran
+    tests = config.root / "tests" / "data.yaml"
+    tests.write_text(
+        tests.read_text().replace(
+            "  - relationships: {column: city, to: cities, field: name}\n",
+            "  - relationships: {column: city, to: cities, field: name}\n    severity: warn\n",
+        )
+    )
+    odfproj = cli_in(spark, monkeypatch, lambda: config.root)
+    code, out = odfproj("retry")
+    assert code == 0, out
+    assert out.startswith("retrying 2 dataset(s): visits, visits.copy\n")
+    written = json.loads((config.workspace() / RUN_RESULTS_FILE).read_text())
+    assert {r["unique_id"]: r["status"] for r in written["results"]} == {
+        "visits": "success",
+        "visits.copy": "success",
+    }
+    assert odfproj("retry") == (
+        0,
+        "nothing to retry: the last run left no dataset failed, skipped by a failure or cancelled\n",
+    )
