@@ -6,13 +6,17 @@ sub-folder of a project; ``--project DIR`` overrides it.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import jsonschema
 import yaml
 
 from odfproj.engine.session import SparkSettings
@@ -23,6 +27,8 @@ from odfproj.project.boundary import glob_refusal, path_refusal
 from odfproj.project.env import EnvPolicy, parse_env_section
 
 CONFIG_FILE = "odfproj.yaml"
+#: The JSON Schema of odfproj.yaml shipped in the package (``odfproj/resources/schemas``).
+CONFIG_SCHEMA = "odfproj.schema.json"
 DEFAULT_MANIFEST_GLOBS = ("datasets/**/*.yaml",)
 #: Where data test files are (``tests:`` in odfproj.yaml); see :mod:`odfproj.quality`.
 DEFAULT_TEST_GLOBS = ("tests/**/*.yaml",)
@@ -201,6 +207,7 @@ def parse_config(root: Path, text: str) -> ProjectConfig:
         env = parse_env_section(data.get("env"))
     except ValueError as e:
         raise ProjectError(f"{path}: {e}") from None
+    check_config_schema(path, data)  # before the targets: they turn values into paths
     targets = _parse_targets(path, root, data.get("targets") or {"dev": {}})
     default_target = data.get("target") or ("dev" if "dev" in targets else next(iter(targets)))
     if default_target not in targets:
@@ -216,6 +223,25 @@ def parse_config(root: Path, text: str) -> ProjectConfig:
         default_target=default_target,
         env=env,
     )
+
+
+def check_config_schema(path: Path, data: Mapping[str, Any]) -> None:
+    """The shipped JSON Schema (``resources/schemas/odfproj.schema.json``), the one editors use too.
+
+    Run after the loader's own checks, which say more precisely what is wrong; this catches the
+    rest (a value of the wrong type), one line naming the key.
+    """
+    errors = sorted(_config_validator().iter_errors(data), key=lambda e: list(e.absolute_path))
+    if errors:
+        error = errors[0]
+        where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+        raise ProjectError(f"{path}: {where}: {error.message} (schema odfproj.schema.json)")
+
+
+@cache
+def _config_validator() -> jsonschema.Draft202012Validator:
+    text = resources.files("odfproj").joinpath("resources", "schemas", CONFIG_SCHEMA).read_text("utf-8")
+    return jsonschema.Draft202012Validator(json.loads(text))
 
 
 def _globs(path: Path, data: Mapping[str, Any], key: str, default: tuple[str, ...]) -> tuple[str, ...]:
