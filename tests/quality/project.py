@@ -5,6 +5,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+from tests.run.test_run import DERIVATIVE  # the same one-input derivative
+
 ROOT = """\
 kind: DatasetSnapshot
 version: 1
@@ -25,22 +27,6 @@ content:
         primaryKey: [{key}]
 """
 
-DERIVATIVE = """\
-kind: DatasetSnapshot
-version: 1
-content:
-  name: {name}
-  kind: Derivative
-  metadata:
-    - kind: SetTransform
-      inputs:
-        - datasetRef: {input}
-          alias: src
-      transform:
-        kind: Sql
-        engine: spark
-        query: SELECT * FROM src
-"""
 
 #: cities pass all their tests; visits has a city that is not a city (a blocking failure) and a
 #: negative amount (a warning).
