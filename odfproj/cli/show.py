@@ -49,4 +49,4 @@ def show(
             f"last run: {r.get('status')} at {r.get('run_started_at')}, {r.get('records_added', 0)} record(s){tested}{detail}"
         )
     if s.sample.num_rows:
-        print_table(s.sample, QueryFormat.table)
+        print_table(s.sample, QueryFormat.table, op_column=s.op_column)

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from odfproj.odf import model
+from odfproj.odf.data_schema import Vocab
 from odfproj.plan.sources import load_workspace_state
 from odfproj.run.run import RUN_RESULTS_FILE
 from odfproj.state.dataset_index import primary_key_of
@@ -44,6 +45,8 @@ class DatasetSummary:
     current_rows: int | None
     #: The first rows of the current state (keyed) or of the changelog.
     sample: pa.Table
+    #: The operation type column of the changelog (``SetVocab`` may rename it).
+    op_column: str
     #: This dataset's entry of the last ``run_results.json``, with its ``run_started_at``.
     last_run: dict[str, Any] | None
 
@@ -70,6 +73,7 @@ def describe_dataset(workspace: Workspace, name: str, *, rows: int = 5) -> Datas
         records=(projection.last_offset + 1) if projection.last_offset is not None else 0,
         current_rows=state.num_rows if state is not None else None,
         sample=sample,
+        op_column=Vocab.of(projection.set_vocab).op,
         last_run=_last_run(workspace, dataset.name),
     )
 
