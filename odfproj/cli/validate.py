@@ -10,6 +10,7 @@ from odfproj.cli.context import stderr_console
 from odfproj.cli.options import TargetOption, VarOption, parse_vars
 from odfproj.project.config import ProjectError, load_project
 from odfproj.project.validate import expand_paths, validate_files, validate_project
+from odfproj.quality.definitions import validate_tests
 
 
 def validate(
@@ -26,12 +27,14 @@ def validate(
 
     Manifests are rendered first, exactly as `plan` renders them. Without PATHs the whole project is
     also checked as a graph: every input has a manifest (a typo gets a suggestion) and there is no
-    cycle. Files outside any project are validated as plain YAML.
+    cycle, and its data test files are checked against the manifests (known kinds, datasets and
+    columns, durations). Files outside any project are validated as plain YAML.
 
     Nothing a manifest names is fetched or executed, and nothing outside the project folder is read:
     safe on untrusted pull requests.
     """
     config = None
+    test_files = 0
     try:
         config = load_project(project)
     except ProjectError:
@@ -42,14 +45,18 @@ def validate(
         report = validate_files(files or [], display_root=Path.cwd())  # files of no project: plain YAML
     else:
         report = validate_project(config, files=files, vars_override=parse_vars(variables), target=target)
+    problems = list(report.problems)
+    if config is not None and files is None:  # the whole project: its data test files too
+        suite = validate_tests(config, vars_override=parse_vars(variables), target=target)
+        problems.extend(suite.problems)
+        test_files = len(suite.files)
     console = stderr_console()
-    for problem in report.problems:
+    for problem in problems:
         console.print(str(problem), markup=False, highlight=False)
-    bad_files = len({p.file for p in report.problems})
-    if report.ok:
-        typer.echo(f"{len(report.files)} manifest(s) valid")
+    bad_files = len({p.file for p in problems})
+    checked = f"{len(report.files)} manifest(s)" + (f" and {test_files} test file(s)" if test_files else "")
+    if not problems:
+        typer.echo(f"{checked} valid")
         return
-    console.print(
-        f"{len(report.problems)} problem(s) in {bad_files} of {len(report.files)} manifest(s)", markup=False
-    )
+    console.print(f"{len(problems)} problem(s) in {bad_files} of {checked}", markup=False)
     raise typer.Exit(1)

@@ -6,13 +6,17 @@ sub-folder of a project; ``--project DIR`` overrides it.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import jsonschema
 import yaml
 
 from odfproj.engine.session import SparkSettings
@@ -24,7 +28,11 @@ from odfproj.project.env import EnvPolicy, parse_env_section
 from odfproj.remote.workspace import is_remote_workspace, remote_cache_dir
 
 CONFIG_FILE = "odfproj.yaml"
+#: The JSON Schema of odfproj.yaml shipped in the package (``odfproj/resources/schemas``).
+CONFIG_SCHEMA = "odfproj.schema.json"
 DEFAULT_MANIFEST_GLOBS = ("datasets/**/*.yaml",)
+#: Where data test files are (``tests:`` in odfproj.yaml); see :mod:`odfproj.quality`.
+DEFAULT_TEST_GLOBS = ("tests/**/*.yaml",)
 DEFAULT_WORKSPACE = ".odf"
 #: Overrides the workspace location of every project (e.g. for CI scratch space).
 WORKSPACE_ENV = "ODFPROJ_WORKSPACE"
@@ -32,7 +40,7 @@ WORKSPACE_ENV = "ODFPROJ_WORKSPACE"
 MACRO_DIR = "macros"
 MACRO_SUFFIXES = (".sql", ".j2", ".jinja", ".yaml")
 
-_TOP_KEYS = {"name", "manifests", "workspace", "vars", "env", "targets", "target"}
+_TOP_KEYS = {"name", "manifests", "tests", "workspace", "vars", "env", "targets", "target"}
 _TARGET_KEYS = {"spark_master", "storage_root", "spark_conf"}
 
 
@@ -62,6 +70,8 @@ class ProjectConfig:
     root: Path
     name: str
     manifest_globs: tuple[str, ...] = DEFAULT_MANIFEST_GLOBS
+    test_globs: tuple[str, ...] = DEFAULT_TEST_GLOBS
+    """Data test files (``tests:``): kept out of the manifests even when a manifest glob matches them."""
     workspace_setting: str = DEFAULT_WORKSPACE
     vars: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     targets: Mapping[str, Target] = field(default_factory=lambda: MappingProxyType({"dev": Target("dev")}))
@@ -109,12 +119,13 @@ class ProjectConfig:
     def manifest_files(self) -> list[Path]:
         """Every manifest matched by the project's globs, sorted.
 
-        The workspace, ``macros/`` and odfproj.yaml itself are excluded: a ``**/*.yaml`` glob
-        would otherwise pick them up. Files that resolve outside the project are listed: readers
+        The workspace, ``macros/``, data test files and odfproj.yaml itself are excluded: a
+        ``**/*.yaml`` glob would otherwise pick them up. Files that resolve outside the project are listed: readers
         refuse them with ``refusal`` so the user learns about them.
         """
         excluded_dirs = (self.workspace(), self.macro_dir.resolve())
         config_file = self.config_path.resolve()
+        tests = set(self._matching(self.test_globs))
         found: set[Path] = set()
         for pattern in self.manifest_globs:
             for path in self.root.glob(pattern):
@@ -125,9 +136,20 @@ class ProjectConfig:
                 except (OSError, RuntimeError):  # a symlink loop: readers refuse it by name
                     found.add(path)
                     continue
-                if resolved != config_file and not any(d in resolved.parents for d in excluded_dirs):
+                if (
+                    resolved != config_file
+                    and path not in tests
+                    and not any(d in resolved.parents for d in excluded_dirs)
+                ):
                     found.add(path)
         return sorted(found)
+
+    def test_files(self) -> list[Path]:
+        """Every data test file matched by the ``tests:`` globs, sorted (readers check ``refusal``)."""
+        return sorted(self._matching(self.test_globs))
+
+    def _matching(self, globs: tuple[str, ...]) -> set[Path]:
+        return {p for pattern in globs for p in self.root.glob(pattern) if p.is_file() or p.is_symlink()}
 
     @property
     def macro_dir(self) -> Path:
@@ -188,15 +210,8 @@ def parse_config(root: Path, text: str) -> ProjectConfig:
             f"{path}: unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(_TOP_KEYS))})"
         )
     name = data.get("name") or root.name
-    globs = data.get("manifests", list(DEFAULT_MANIFEST_GLOBS))
-    if isinstance(globs, str):
-        globs = [globs]
-    if not isinstance(globs, list) or not all(isinstance(g, str) for g in globs):
-        raise ProjectError(f"{path}: 'manifests' must be a glob or a list of globs")
-    for glob in globs:
-        refused = glob_refusal(glob)
-        if refused:
-            raise ProjectError(f"{path}: {refused}")
+    globs = _globs(path, data, "manifests", DEFAULT_MANIFEST_GLOBS)
+    test_globs = _globs(path, data, "tests", DEFAULT_TEST_GLOBS)
     variables = data.get("vars") or {}
     if not isinstance(variables, dict):
         raise ProjectError(f"{path}: 'vars' must be a mapping")
@@ -204,6 +219,7 @@ def parse_config(root: Path, text: str) -> ProjectConfig:
         env = parse_env_section(data.get("env"))
     except ValueError as e:
         raise ProjectError(f"{path}: {e}") from None
+    check_config_schema(path, data)  # before the targets: they turn values into paths
     targets = _parse_targets(path, root, data.get("targets") or {"dev": {}})
     default_target = data.get("target") or ("dev" if "dev" in targets else next(iter(targets)))
     if default_target not in targets:
@@ -211,13 +227,47 @@ def parse_config(root: Path, text: str) -> ProjectConfig:
     return ProjectConfig(
         root=root,
         name=str(name),
-        manifest_globs=tuple(globs),
+        manifest_globs=globs,
+        test_globs=test_globs,
         workspace_setting=str(data.get("workspace") or DEFAULT_WORKSPACE),
         vars=MappingProxyType(dict(variables)),
         targets=MappingProxyType(targets),
         default_target=default_target,
         env=env,
     )
+
+
+def check_config_schema(path: Path, data: Mapping[str, Any]) -> None:
+    """The shipped JSON Schema (``resources/schemas/odfproj.schema.json``), the one editors use too.
+
+    Run after the loader's own checks, which say more precisely what is wrong; this catches the
+    rest (a value of the wrong type), one line naming the key.
+    """
+    errors = sorted(_config_validator().iter_errors(data), key=lambda e: list(e.absolute_path))
+    if errors:
+        error = errors[0]
+        where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+        raise ProjectError(f"{path}: {where}: {error.message} (schema odfproj.schema.json)")
+
+
+@cache
+def _config_validator() -> jsonschema.Draft202012Validator:
+    text = resources.files("odfproj").joinpath("resources", "schemas", CONFIG_SCHEMA).read_text("utf-8")
+    return jsonschema.Draft202012Validator(json.loads(text))
+
+
+def _globs(path: Path, data: Mapping[str, Any], key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    """A glob or a list of globs inside the project (``manifests:``, ``tests:``)."""
+    globs = data.get(key, list(default))
+    if isinstance(globs, str):
+        globs = [globs]
+    if not isinstance(globs, list) or not all(isinstance(g, str) for g in globs):
+        raise ProjectError(f"{path}: '{key}' must be a glob or a list of globs")
+    for glob in globs:
+        refused = glob_refusal(glob)
+        if refused:
+            raise ProjectError(f"{path}: {refused}")
+    return tuple(globs)
 
 
 def _parse_targets(path: Path, root: Path, raw: Any) -> dict[str, Target]:

@@ -36,6 +36,10 @@ __all__ = [
 ODFPROJ_REPOSITORY = "https://github.com/odfproj/odfproj"
 _TEMPLATE_PACKAGE = "odfproj"
 _SKELETON = ("resources", "templates", "project")
+#: The packaged JSON Schemas copied into a new project's ``schemas/``, where the ``# yaml-language-server:
+#: $schema=`` lines of its odfproj.yaml and manifests point (a relative path: no URL is needed).
+_SCHEMAS = ("resources", "schemas")
+PROJECT_SCHEMAS = ("odfproj.schema.json", "dataset-snapshot.schema.json")
 _DOT_PREFIX = "dot-"
 _PLACEHOLDER = re.compile(r"%%([A-Z_]+)%%")
 #: Letters, digits, ``.``, ``_``, ``-`` and inner spaces: safe unquoted in odfproj.yaml and in markdown.
@@ -84,7 +88,8 @@ def _walk(folder: Traversable, prefix: PurePosixPath) -> Iterator[tuple[PurePosi
 
 
 def render_skeleton(values: Mapping[str, str]) -> tuple[TemplateFile, ...]:
-    """Every file of the skeleton with its placeholders replaced; an unknown placeholder is a bug."""
+    """Every file of the skeleton with its placeholders replaced, and the packaged schemas its files
+    name; an unknown placeholder is a bug."""
     skeleton = resources.files(_TEMPLATE_PACKAGE).joinpath(*_SKELETON)
     rendered = []
     for path, entry in _walk(skeleton, PurePosixPath()):
@@ -97,6 +102,9 @@ def render_skeleton(values: Mapping[str, str]) -> tuple[TemplateFile, ...]:
                 raise AssertionError(f"template {path}: unknown placeholder {match.group(0)}") from None
 
         rendered.append(TemplateFile(path, _PLACEHOLDER.sub(replace, text).encode("utf-8")))
+    schemas = resources.files(_TEMPLATE_PACKAGE).joinpath(*_SCHEMAS)
+    for name in PROJECT_SCHEMAS:
+        rendered.append(TemplateFile(PurePosixPath("schemas", name), schemas.joinpath(name).read_bytes()))
     return tuple(rendered)
 
 

@@ -51,7 +51,9 @@ from odfproj.plan.model import Action, DataStep, Ingest, Plan
 from odfproj.plan.sources import plan_project
 from odfproj.project.config import ProjectConfig
 from odfproj.project.loader import PlanRequest
+from odfproj.quality.definitions import load_suite
 from odfproj.run.apply import ApplyResult, apply_plan, check_plan
+from odfproj.run.data_tests import after_update
 from odfproj.run.queue import ReadyQueue
 from odfproj.run.runlog import log_path, run_log
 from odfproj.storage.fsutil import replace_atomic
@@ -110,6 +112,8 @@ class DatasetRun:
     seconds: float = 0.0
     #: The error, the reason for a skip, or a short note ("up to date").
     message: str = ""
+    #: The dataset's data test results after it updated (``quality.execute.TestResult.to_json``).
+    tests: tuple[Mapping[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -120,6 +124,7 @@ class DatasetRun:
             "blocks_added": self.blocks_added,
             "execution_time": round(self.seconds, 3),
             "message": self.message,
+            "tests": [dict(t) for t in self.tests],
         }
 
 
@@ -249,6 +254,8 @@ def run_project(
                 log.info("%s", line)
             _emit(on_event, event)
 
+        suite = load_suite(config, snapshot.manifests.by_name)
+        suite.raise_for_problems()  # wrong data test files stop the run before anything is written
         # Refusals stop the run before anything is written (apply_plan checks the plan itself).
         applied: ApplyResult | None = None
         if plan.has_changes:
@@ -261,7 +268,8 @@ def run_project(
         upstream = {n: set(snapshot.graph.upstream(n)) & set(steps) for n in steps}
 
         def work_on(name: str) -> DatasetRun:
-            return _run_step(workspace, steps[name], holder, config.root, system_time, environ, report)
+            outcome = _run_step(workspace, steps[name], holder, config.root, system_time, environ, report)
+            return after_update(outcome, suite.of(name), workspace, holder, report)  # run.data_tests
 
         def finish(results: Mapping[str, DatasetRun]) -> RunResult:
             result = RunResult(

@@ -29,6 +29,8 @@ EXPECTED = {
     "macros/common.j2",
     "datasets/com.example.readings.yaml",
     "datasets/com.example.readings-daily.yaml",
+    "schemas/odfproj.schema.json",
+    "schemas/dataset-snapshot.schema.json",
 }
 
 

@@ -1,0 +1,81 @@
+"""``odfproj test [SELECTORS]``: run the selected datasets' data tests, print the failing rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from odfproj.cli.context import CliState
+from odfproj.cli.interrupt import stopped_after
+from odfproj.cli.options import ExcludeOption, ProjectOption, TargetOption, VarOption, plan_request
+from odfproj.cli.tables import QueryFormat, print_table
+from odfproj.engine.session import SparkSessionHolder
+from odfproj.engine.spark import SparkEngine
+from odfproj.errors import InvalidValueError, OdfprojError
+from odfproj.odf.timestamps import parse_rfc3339
+from odfproj.project.config import load_project, spark_settings
+from odfproj.quality.execute import Outcome, TestResult
+from odfproj.quality.project import test_project
+
+_STYLE = {Outcome.PASS: "green", Outcome.FAIL: "bold red", Outcome.WARN: "yellow", Outcome.ERROR: "bold red"}
+
+
+def test(
+    ctx: typer.Context,
+    selectors: list[str] | None = typer.Argument(
+        None,
+        help="Datasets whose tests to run, in --select's grammar (NAME, +NAME, NAME+, path:GLOB, tag:KEYWORD). "
+        "Default: all.",
+    ),
+    exclude: list[str] | None = ExcludeOption,
+    as_at: str | None = typer.Option(
+        None,
+        "--as-at",
+        metavar="TIME",
+        help="Test every dataset as it was known at this RFC 3339 system time (freshness is judged at it too).",
+    ),
+    project: Path | None = ProjectOption,
+    target: str | None = TargetOption,
+    variables: list[str] | None = VarOption,
+) -> None:
+    """Run data tests (the project's tests/ files) over the datasets' current state; exit 1 on failure.
+
+    Each test prints one line (PASS, FAIL, WARN or ERROR) with where it is defined; a failing test
+    also prints up to 10 of its failing rows. Tests with severity warn never fail the command; a
+    test that cannot run (no data yet, a query Spark refuses) does. Nothing is written. See
+    docs/guide/data-tests.md. Example:
+
+        odfproj test org.example.weather.daily+ --as-at 2024-01-31T00:00:00Z
+    """
+    state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
+    moment = None
+    if as_at is not None:
+        try:
+            moment = parse_rfc3339(as_at)
+        except InvalidValueError:
+            raise OdfprojError(
+                f"--as-at {as_at!r}: expected an RFC 3339 time, e.g. 2024-01-31T00:00:00Z"
+            ) from None
+    config = load_project(project)
+    request = plan_request(target, selectors, exclude, None, variables)
+    holder = SparkSessionHolder(spark_settings(config, target, verbose=state.verbose))
+    console = Console(highlight=False, soft_wrap=True)
+    with stopped_after(holder):  # read-only: Ctrl-C has nothing to finish
+        outcome = test_project(
+            config, request, SparkEngine(holder), as_at=moment, on_result=lambda r: _show(console, r)
+        )
+    if outcome.untested and not outcome.results:
+        console.print(f"no data tests for the {len(outcome.untested)} selected dataset(s)")
+    console.print(escape(outcome.summary()))
+    if not outcome.ok:
+        raise typer.Exit(1)
+
+
+def _show(console: Console, result: TestResult) -> None:
+    style = _STYLE[result.outcome]
+    console.print(f"[{style}]{result.outcome.value.upper()}[/] {escape(result.line().split(' ', 1)[1])}")
+    if result.sample is not None and result.sample.num_rows:
+        print_table(result.sample, QueryFormat.table)

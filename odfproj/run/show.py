@@ -1,0 +1,112 @@
+"""What ``odfproj show DATASET`` tells about one dataset, read from the workspace alone (no JVM).
+
+The definition comes from the chain (what was applied, not what the manifest says now: ``plan``
+shows the difference), the numbers from the chain and the state index, and the last run from
+``run_results.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+
+from odfproj.odf import model
+from odfproj.odf.data_schema import Vocab
+from odfproj.plan.sources import load_workspace_state
+from odfproj.run.run import RUN_RESULTS_FILE
+from odfproj.state.dataset_index import primary_key_of
+from odfproj.state.read import read_changelog, read_state
+from odfproj.storage.workspace import Workspace
+
+__all__ = ["DatasetSummary", "describe_dataset"]
+
+
+@dataclass(frozen=True)
+class DatasetSummary:
+    name: str
+    kind: str
+    dataset_id: str
+    #: Input names (their ``did:odf`` where the workspace does not know them), derivatives only.
+    inputs: tuple[str, ...]
+    #: The transform's queries (derivatives) or a description of each source (roots).
+    definition: tuple[str, ...]
+    schema: tuple[str, ...]
+    primary_key: tuple[str, ...]
+    head: str
+    blocks: int
+    watermark: datetime | None
+    #: Records ever written (every ``+A/-R/-C/+C``).
+    records: int
+    #: Rows valid now (datasets with a primary key; None for the others).
+    current_rows: int | None
+    #: The first rows of the current state (keyed) or of the changelog.
+    sample: pa.Table
+    #: The operation type column of the changelog (``SetVocab`` may rename it).
+    op_column: str
+    #: This dataset's entry of the last ``run_results.json``, with its ``run_started_at``.
+    last_run: dict[str, Any] | None
+
+
+def describe_dataset(workspace: Workspace, name: str, *, rows: int = 5) -> DatasetSummary:
+    """Everything ``show`` prints; raises the workspace's error for an unknown dataset."""
+    dataset = workspace.open(name, recover=False)
+    projection = dataset.projection()
+    keys = primary_key_of(projection) or ()
+    state = read_state(dataset) if keys and projection.arrow_schema is not None else None
+    sample = state.slice(0, rows) if state is not None else read_changelog(dataset, limit=rows)
+    known = load_workspace_state(workspace.root).known_ids()
+    return DatasetSummary(
+        name=dataset.name,
+        kind=projection.kind.name,
+        dataset_id=str(projection.dataset_id),
+        inputs=_inputs(projection.set_transform, known),
+        definition=_definition(projection),
+        schema=tuple(projection.schema_ddl() or ()),
+        primary_key=tuple(keys),
+        head=projection.head.to_multibase(),
+        blocks=projection.block_count,
+        watermark=projection.watermark,
+        records=(projection.last_offset + 1) if projection.last_offset is not None else 0,
+        current_rows=state.num_rows if state is not None else None,
+        sample=sample,
+        op_column=Vocab.of(projection.set_vocab).op,
+        last_run=_last_run(workspace, dataset.name),
+    )
+
+
+def _inputs(transform: model.SetTransform | None, names: dict[str, str]) -> tuple[str, ...]:
+    if transform is None:
+        return ()
+    return tuple(names.get(i.dataset_ref, i.dataset_ref) for i in transform.inputs)
+
+
+def _definition(projection: Any) -> tuple[str, ...]:
+    if projection.set_transform is not None:
+        transform = projection.set_transform.transform
+        steps = getattr(transform, "queries", None) or ()
+        queries = [f"{s.alias}: {s.query.strip()}" if s.alias else s.query.strip() for s in steps]
+        if not queries and getattr(transform, "query", None):
+            queries = [transform.query.strip()]
+        return tuple(queries)
+    sources = []
+    if projection.set_polling_source is not None:
+        fetch = projection.set_polling_source.fetch
+        where = getattr(fetch, "path", None) or getattr(fetch, "url", None) or ""
+        sources.append(f"polling: {type(fetch).__name__} {where}".rstrip())
+    sources.extend(f"push: {name}" for name in projection.push_sources)
+    return tuple(sources)
+
+
+def _last_run(workspace: Workspace, name: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads((workspace.root / RUN_RESULTS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    for entry in data.get("results") or ():
+        if isinstance(entry, dict) and str(entry.get("unique_id", "")).lower() == name.lower():
+            return {**entry, "run_started_at": data.get("started_at")}
+    return None
