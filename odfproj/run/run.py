@@ -33,7 +33,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -51,9 +51,9 @@ from odfproj.plan.model import Action, DataStep, Ingest, Plan
 from odfproj.plan.sources import plan_project
 from odfproj.project.config import ProjectConfig
 from odfproj.project.loader import PlanRequest
-from odfproj.quality.definitions import load_suite
+from odfproj.quality.definitions import DataTest, load_suite
+from odfproj.quality.execute import blocking, run_tests
 from odfproj.run.apply import ApplyResult, apply_plan, check_plan
-from odfproj.run.data_tests import after_update
 from odfproj.run.queue import ReadyQueue
 from odfproj.run.runlog import log_path, run_log
 from odfproj.storage.fsutil import replace_atomic
@@ -269,7 +269,7 @@ def run_project(
 
         def work_on(name: str) -> DatasetRun:
             outcome = _run_step(workspace, steps[name], holder, config.root, system_time, environ, report)
-            return after_update(outcome, suite.of(name), workspace, holder, report)  # run.data_tests
+            return _after_update(outcome, suite.of(name), workspace, holder, report)
 
         def finish(results: Mapping[str, DatasetRun]) -> RunResult:
             result = RunResult(
@@ -487,3 +487,36 @@ def _blocks_since(workspace: Workspace, name: str, head_before: Any) -> int:
             break
         count += 1
     return count
+
+
+def _after_update(
+    outcome: DatasetRun,
+    tests: Sequence[DataTest],
+    workspace: Workspace,
+    holder: SparkSessionHolder,
+    on_event: Callable[[RunEvent], None],
+) -> DatasetRun:
+    """``outcome`` with its data tests' results; an error if a test with severity error failed.
+
+    A dataset whose tests block is reported finished a second time, now as failed, so that a
+    display that showed it succeeding corrects itself.
+    """
+    if outcome.status is not Status.SUCCESS or not tests:
+        return outcome
+    results = run_tests(tests, workspace, SparkEngine(holder))
+    failed = blocking(results)
+    records = tuple(r.to_json() for r in results)
+    if not failed:
+        return replace(outcome, tests=records)
+    names = ", ".join(r.test.name for r in failed)
+    failure = replace(
+        outcome,
+        status=Status.ERROR,
+        tests=records,
+        message=(
+            f"{len(failed)} data test(s) failed: {names}; its new data stays committed (the chain is "
+            "append-only) and its downstream datasets are not updated"
+        ),
+    )
+    on_event(RunEvent(outcome.dataset, "finish", outcome.work, failure))
+    return failure
