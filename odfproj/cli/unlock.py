@@ -10,8 +10,9 @@ import typer
 from odfproj.cli.options import PROJECT_HELP
 from odfproj.project.config import WORKSPACE_ENV, load_project
 from odfproj.remote.errors import RemoteError
+from odfproj.remote.location import is_remote_workspace
 from odfproj.remote.store import open_store
-from odfproj.remote.workspace import break_lock, is_remote_workspace
+from odfproj.remote.workspace import break_lock
 
 
 def unlock(

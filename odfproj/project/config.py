@@ -25,7 +25,7 @@ from odfproj.errors import OdfprojError
 from odfproj.odf.yaml_source import check_yaml_limits
 from odfproj.project.boundary import glob_refusal, path_refusal
 from odfproj.project.env import EnvPolicy, parse_env_section
-from odfproj.remote.workspace import is_remote_workspace, remote_cache_dir
+from odfproj.remote.location import is_remote_workspace, remote_cache_dir
 
 CONFIG_FILE = "odfproj.yaml"
 #: The JSON Schema of odfproj.yaml shipped in the package (``odfproj/resources/schemas``).

@@ -16,7 +16,6 @@ holder. A crashed writer's lock stays until it expires or ``odfproj unlock LOCK_
 from __future__ import annotations
 
 import getpass
-import hashlib
 import json
 import os
 import socket
@@ -25,7 +24,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from odfproj.remote.errors import RemoteError
 from odfproj.remote.repository import pull, push, repository_datasets
@@ -40,16 +38,6 @@ DATASETS = "datasets"
 #: How long a lock is honoured without being renewed: longer than any apply, short enough that a
 #: crashed runner does not block the team for long (``odfproj unlock`` breaks it sooner).
 DEFAULT_LOCK_TTL = timedelta(hours=2)
-
-
-def is_remote_workspace(setting: str) -> bool:
-    """Whether a ``workspace`` setting (or ``ODFPROJ_WORKSPACE``) names an object store, not a folder."""
-    return setting.startswith(("s3://", "file://"))
-
-
-def remote_cache_dir(project_root: Path, url: str) -> Path:
-    """Where a project keeps its cache of a remote workspace: one folder per URL, under ``.odf/``."""
-    return project_root.resolve() / ".odf" / f"remote-{hashlib.sha256(url.encode()).hexdigest()[:16]}"
 
 
 @dataclass(frozen=True)
