@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -12,7 +13,8 @@ import yaml
 from odfproj.engine.session import SparkSessionHolder
 from odfproj.engine.settings import analysis_settings
 from odfproj.engine.spark import SparkEngine
-from odfproj.errors import OdfprojError
+from odfproj.errors import InvalidValueError, OdfprojError
+from odfproj.odf.timestamps import parse_rfc3339
 from odfproj.plan.queries import QueryChecker
 from odfproj.project.config import ProjectConfig, ProjectError, load_project, spark_settings
 from odfproj.project.loader import PlanRequest
@@ -122,3 +124,15 @@ def project_engine(project: Path | None, workspace: Path | None, *, verbose: boo
             raise
         config = None
     return SparkEngine(SparkSessionHolder(spark_settings(config, None, verbose=verbose)))
+
+
+def as_at_time(text: str | None) -> datetime | None:
+    """The ``--as-at`` moment of commands that read every dataset at one time (``sql``, ``test``)."""
+    if text is None:
+        return None
+    try:
+        return parse_rfc3339(text)
+    except InvalidValueError:
+        raise OdfprojError(
+            f"--as-at {text!r}: expected an RFC 3339 time, e.g. 2024-01-31T00:00:00Z"
+        ) from None

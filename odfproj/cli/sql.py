@@ -9,10 +9,9 @@ import typer
 from odfproj.cli.context import CliState
 from odfproj.cli.interrupt import stopped_after
 from odfproj.cli.io import read_input
-from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, project_engine, resolve_workspace
+from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, as_at_time, project_engine, resolve_workspace
 from odfproj.cli.tables import QueryFormat, print_table
-from odfproj.errors import InvalidValueError, OdfprojError
-from odfproj.odf.timestamps import parse_rfc3339
+from odfproj.errors import OdfprojError
 from odfproj.state.views import run_sql
 
 
@@ -49,14 +48,7 @@ def sql(
     text = read_input("-").decode() if query == "-" else query
     if not text.strip():
         raise OdfprojError("sql: the query is empty")
-    moment = None
-    if as_at is not None:
-        try:
-            moment = parse_rfc3339(as_at)
-        except InvalidValueError:
-            raise OdfprojError(
-                f"--as-at {as_at!r}: expected an RFC 3339 time, e.g. 2024-01-31T00:00:00Z"
-            ) from None
+    moment = as_at_time(as_at)
     opened = resolve_workspace(workspace, project)
     engine = project_engine(project, workspace, verbose=state.verbose)
     with stopped_after(engine.holder):  # Ctrl-C: nothing to finish, the query is read-only

@@ -10,12 +10,17 @@ from rich.markup import escape
 
 from odfproj.cli.context import CliState
 from odfproj.cli.interrupt import stopped_after
-from odfproj.cli.options import ExcludeOption, ProjectOption, TargetOption, VarOption, plan_request
+from odfproj.cli.options import (
+    ExcludeOption,
+    ProjectOption,
+    TargetOption,
+    VarOption,
+    as_at_time,
+    plan_request,
+)
 from odfproj.cli.tables import QueryFormat, print_table
 from odfproj.engine.session import SparkSessionHolder
 from odfproj.engine.spark import SparkEngine
-from odfproj.errors import InvalidValueError, OdfprojError
-from odfproj.odf.timestamps import parse_rfc3339
 from odfproj.project.config import load_project, spark_settings
 from odfproj.quality.execute import Outcome, TestResult
 from odfproj.quality.project import test_project
@@ -51,14 +56,7 @@ def test(
         odfproj test org.example.weather.daily+ --as-at 2024-01-31T00:00:00Z
     """
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
-    moment = None
-    if as_at is not None:
-        try:
-            moment = parse_rfc3339(as_at)
-        except InvalidValueError:
-            raise OdfprojError(
-                f"--as-at {as_at!r}: expected an RFC 3339 time, e.g. 2024-01-31T00:00:00Z"
-            ) from None
+    moment = as_at_time(as_at)
     config = load_project(project)
     request = plan_request(target, selectors, exclude, None, variables)
     holder = SparkSessionHolder(spark_settings(config, target, verbose=state.verbose))
