@@ -329,7 +329,7 @@ def _log_options() -> str:
     from importlib import resources
 
     config = resources.files("odfproj") / "resources" / "spark" / "log4j2.properties"
-    return f"-Dlog4j2.configurationFile=file:{config} -Dodfproj.log.level=warn"
+    return f"-Dlog4j2.configurationFile=file:{config}"
 
 
 def _python() -> str:
