@@ -58,6 +58,20 @@ class OutputSchema:
 
 
 @dataclass(frozen=True)
+class InputName:
+    """An input id a step's changes mention, and the dataset's name: plans show inputs by name."""
+
+    dataset_id: str
+    name: str
+
+
+#: Definition events whose change makes ``run`` recompute the dataset's whole state from its inputs
+#: (docs/design/transforms.md: a changed query is recomputed even without new input data). A changed
+#: source, vocabulary, info, license or attachment applies from now on and recomputes nothing.
+RECOMPUTING_EVENTS = frozenset({"SetTransform"})
+
+
+@dataclass(frozen=True)
 class AppendDefinitions:
     """The definition events ``apply`` appends to one dataset (or why it appends none)."""
 
@@ -73,10 +87,22 @@ class AppendDefinitions:
     pending_inputs: tuple[str, ...] = ()
     #: For a created or changed query: the output schema the engine reported (Query Evolution).
     output_schema: OutputSchema | None = None
+    #: The dataset names of the input ids its changes mention (the events keep the ids).
+    input_names: tuple[InputName, ...] = ()
+    #: When the change makes run recompute this dataset: the datasets downstream of it that run
+    #: recomputes after it (those with a transform step in this plan), in plan order.
+    downstream: tuple[str, ...] = ()
 
     @property
     def has_changes(self) -> bool:
         return self.action in (Action.CREATE, Action.UPDATE, Action.DRIFT)
+
+    @property
+    def recomputes(self) -> bool:
+        """Run recomputes this existing dataset's state because of the change (not only new data)."""
+        return self.action in (Action.UPDATE, Action.DRIFT) and any(
+            c.kind in RECOMPUTING_EVENTS and c.event is not None for c in self.changes
+        )
 
 
 #: The former name of :class:`AppendDefinitions`, kept for code written before data steps existed.

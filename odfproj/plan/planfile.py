@@ -25,6 +25,7 @@ from odfproj.plan.model import (
     AppendDefinitions,
     EventChange,
     Ingest,
+    InputName,
     OutputSchema,
     Plan,
     Step,
@@ -124,6 +125,8 @@ def _step_from_data(s: dict[str, Any]) -> Step:
         expected_head=s["expected_head"],
         pending_inputs=tuple(s["pending_inputs"]),
         output_schema=_output_schema(s.get("output_schema")),
+        input_names=tuple(InputName(i["dataset_id"], i["name"]) for i in s.get("input_names", ())),
+        downstream=tuple(s.get("downstream", ())),
     )
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from odfproj.odf import model
 from odfproj.plan.diff import ChainView, diff_dataset, fold
-from odfproj.plan.model import Action, AppendDefinitions, DataStep, Plan
+from odfproj.plan.model import Action, AppendDefinitions, DataStep, InputName, Plan, Transform
 from odfproj.plan.queries import QueryChecker, check_queries
 from odfproj.plan.work import data_step
 
@@ -33,6 +33,8 @@ def make_plan(
     query_checker: QueryChecker | None = None,
     orphan_readers: Mapping[str, Sequence[str]] | None = None,
     project_root: Path | None = None,
+    known_ids: Mapping[str, str] | None = None,
+    downstream_of: Callable[[str], Iterable[str]] | None = None,
 ) -> Plan:
     """``desired`` in topological order; ``views`` keyed by lower-case dataset name.
 
@@ -42,6 +44,10 @@ def make_plan(
     ``query_checker`` validates created and changed queries (see ``plan.queries``); without one they
     are marked as not validated. ``orphan_readers`` names, for an orphan, the project's datasets that
     still read it (its manifest was deleted under them).
+
+    ``known_ids`` (``did:odf`` -> name, the workspace's) names the inputs a step's changes give by
+    id; ``downstream_of`` (the dataset graph's ``downstream``) finds, for a dataset run recomputes,
+    the datasets it recomputes after it.
     """
     planned_ids = {name: view.dataset_id for name, view in views.items()}
 
@@ -71,6 +77,9 @@ def make_plan(
             if data is not None:
                 work.append(data)
         steps.append(step)
+    steps = _with_input_names(steps, {**_spelled_ids(desired, views), **(known_ids or {})})
+    if downstream_of is not None:
+        steps = _with_downstream(steps, work, downstream_of)
     for name in sorted(orphans):
         view = views.get(name.lower())
         steps.append(
@@ -110,3 +119,42 @@ def _inputs_of_changed(desired: Sequence[DesiredDataset], diffs: Sequence[Append
         if step.has_changes and isinstance(transform, model.SetTransform):
             names.update(i.dataset_ref.lower() for i in transform.inputs)
     return names
+
+
+def _spelled_ids(desired: Sequence[DesiredDataset], views: Mapping[str, ChainView]) -> dict[str, str]:
+    """``did:odf`` -> name for every dataset in ``views``, spelled as its manifest spells it."""
+    spelled = {d.snapshot.name.lower(): d.snapshot.name for d in desired}
+    return {view.dataset_id: spelled.get(key, key) for key, view in views.items()}
+
+
+def _with_input_names(steps: list[AppendDefinitions], names: Mapping[str, str]) -> list[AppendDefinitions]:
+    """Each step with the names of the input ids its SetTransform changes mention."""
+    out = []
+    for step in steps:
+        ids = {
+            inp.get("datasetRef")
+            for change in step.changes
+            for side in (change.before, change.after)
+            if change.kind == "SetTransform" and side is not None
+            for inp in side.get("inputs") or ()
+        }
+        found = tuple(InputName(i, names[i]) for i in sorted(i for i in ids if i in names))
+        out.append(replace(step, input_names=found) if found else step)
+    return out
+
+
+def _with_downstream(
+    steps: list[AppendDefinitions], work: Sequence[DataStep], downstream_of: Callable[[str], Iterable[str]]
+) -> list[AppendDefinitions]:
+    """Each step that makes run recompute its dataset, with the datasets run recomputes after it.
+
+    Only datasets with a transform step in this plan count: a narrowed plan's run leaves the others.
+    """
+    order = {s.dataset.lower(): i for i, s in enumerate(work) if isinstance(s, Transform)}
+    out = []
+    for step in steps:
+        if step.recomputes:
+            below = {n.lower(): n for n in downstream_of(step.dataset) if n.lower() in order}
+            step = replace(step, downstream=tuple(below[k] for k in sorted(below, key=order.__getitem__)))
+        out.append(step)
+    return out

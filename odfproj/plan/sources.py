@@ -101,5 +101,7 @@ def plan_project(
             if name in snapshot.graph
         },
         project_root=config.root,
+        known_ids=snapshot.state.known_ids(),
+        downstream_of=snapshot.graph.downstream,
     )
     return plan, snapshot
