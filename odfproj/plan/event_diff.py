@@ -42,7 +42,7 @@ def change_lines(change: EventChange, names: Mapping[str, str] | None = None) ->
     if change.after is None:
         undo = f" (appends {change.kind})" if change.event is not None and change.kind != slot else ""
         return [f"- {slot}{undo}"]
-    before, after = _named(change.before, names), _named(change.after, names)
+    before, after = _readable(change.before, names), _readable(change.after, names)
     if before == after:  # differs only in an input's id: the same name, a re-created dataset
         before, after = change.before, change.after
     out: list[str] = []
@@ -50,8 +50,12 @@ def change_lines(change: EventChange, names: Mapping[str, str] | None = None) ->
     return out or [f"~ {slot}"]
 
 
-def _named(data: dict[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
-    """``data`` with each ``inputs[].datasetRef`` id replaced by the dataset's name, where known."""
+def _readable(data: dict[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+    """``data`` as a reviewer reads it: each ``inputs[].datasetRef`` id replaced by the dataset's name
+    where known, and a ``SetDataSchema``'s base64 Arrow schema by its columns (``name type``)."""
+    if data.get("kind") == "SetDataSchema" and isinstance(data.get("schema"), str):
+        columns = _columns(data["schema"])
+        return {**data, "schema": list(columns)} if columns is not None else data
     inputs = data.get("inputs")
     if not isinstance(inputs, list):
         return data
@@ -222,16 +226,23 @@ def _attachments_summary(data: Mapping[str, Any], names: Mapping[str, str]) -> s
 
 
 def _data_schema_summary(data: Mapping[str, Any], names: Mapping[str, str]) -> str:
-    """The columns of the Arrow schema the event carries (base64 FlatBuffers in the data form)."""
+    columns = _columns(str(data.get("schema", "")))
+    if columns is None:
+        return "a data schema odfproj cannot decode"
+    return f"{len(columns)} column{_s(len(columns))}: {_items(list(columns))}"
+
+
+def _columns(schema: str) -> tuple[str, ...] | None:
+    """The columns of a ``SetDataSchema``'s Arrow schema (base64 FlatBuffers in the data form); None if
+    it does not decode (a display must not fail the plan: apply's checks judge the schema)."""
     from odfproj.errors import SerializationError
     from odfproj.odf.arrow_schema import decode_arrow_schema
     from odfproj.plan.queries import columns_of
 
     try:
-        columns = columns_of(decode_arrow_schema(base64.b64decode(str(data.get("schema", "")))))
-    except (ValueError, SerializationError):  # a display must not fail the plan; apply checks the schema
-        return "a data schema odfproj cannot decode"
-    return f"{len(columns)} column{_s(len(columns))}: {_items(list(columns))}"
+        return columns_of(decode_arrow_schema(base64.b64decode(schema, validate=True)))
+    except (ValueError, SerializationError):
+        return None
 
 
 _SUMMARIES = {
