@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from odfproj.plan.event_diff import change_lines
 from odfproj.plan.model import (
@@ -36,14 +37,14 @@ def render_text(plan: Plan, *, show_unchanged: bool = False, data: bool = True) 
         lines.append("No changes. The workspace matches the manifests.")
     else:
         lines.append("odfproj will perform the following actions:")
-    names = dataset_names(plan)
+    labels = step_labels(plan)
     for step in sorted(visible, key=lambda s: _ORDER[s.action]):
         lines.append("")
-        lines.extend(_step_text(step, names))
+        lines.extend(_step_text(step, labels.names))
     if data and plan.data_steps:
         lines += ["", DATA_HEADING]
         for data_step in plan.data_steps:
-            lines.extend(data_step_lines(data_step, names))
+            lines.extend(data_step_lines(data_step, labels))
     for warning in plan.warnings:
         lines.append(f"warning: {warning}")
     lines.append("")
@@ -71,8 +72,24 @@ def dataset_names(plan: Plan) -> dict[str, str]:
     return names
 
 
-def data_step_lines(step: DataStep, names: Mapping[str, str] | None = None) -> list[str]:
+@dataclass(frozen=True)
+class StepLabels:
+    """What the renderers add to a step from the rest of the plan."""
+
+    #: ``did:odf`` -> dataset name (``dataset_names``).
+    names: Mapping[str, str]
+    #: Datasets whose changed query makes run recompute them (lower-case).
+    recomputed: frozenset[str]
+
+
+def step_labels(plan: Plan) -> StepLabels:
+    recomputed = frozenset(s.dataset.lower() for s in plan.definitions if s.recomputes)
+    return StepLabels(dataset_names(plan), recomputed)
+
+
+def data_step_lines(step: DataStep, labels: StepLabels | None = None) -> list[str]:
     """One data step: a head line, then what it reads (``#``) and its warnings (``!``)."""
+    names = labels.names if labels is not None else {}
     if isinstance(step, Ingest):
         source = f" {step.source}" if step.source else ""
         lines = [f"  ingest {step.dataset}  ({step.fetch}{source})"]
@@ -83,9 +100,10 @@ def data_step_lines(step: DataStep, names: Mapping[str, str] | None = None) -> l
         lines += [f"    ! warning: {warning}" for warning in step.warnings]
         return lines
     lines = [f"  transform {step.dataset}"]
+    if labels is not None and step.dataset.lower() in labels.recomputed:
+        lines.append("    # recomputes its whole state: its query changed")
     for inp in step.inputs:
-        name = (names or {}).get(inp.name, inp.name)
-        lines.append(f"    # input {name}: {_input_status(inp)}")
+        lines.append(f"    # input {names.get(inp.name, inp.name)}: {_input_status(inp)}")
     return lines
 
 
@@ -205,7 +223,7 @@ def render_markdown(plan: Plan, *, show_unchanged: bool = False, limit: int = GI
     what it left out. Pieces are whole lines and whole code blocks, never cut; every refused dataset is
     named (by name only once the reasons would not fit).
     """
-    names = dataset_names(plan)
+    labels = step_labels(plan)
     page = _Page(limit - _NOTES_RESERVE)
     tail = _warnings_md(plan)
     page.reserve(tail)
@@ -217,9 +235,9 @@ def render_markdown(plan: Plan, *, show_unchanged: bool = False, limit: int = GI
         page.add(["No changes. The workspace matches the manifests.", ""])
     else:
         _table_md(visible, plan, show_unchanged, page)
-        _details_md(visible, names, page)
+        _details_md(visible, labels.names, page)
     if plan.data_steps:
-        _data_md(plan.data_steps, names, page)
+        _data_md(plan.data_steps, labels, page)
     page.release(tail)
     page.add(tail)
     return "\n".join(page.lines).rstrip() + "\n"
@@ -345,13 +363,13 @@ def _details_md(visible: list[AppendDefinitions], names: Mapping[str, str], page
         )
 
 
-def _data_md(data_steps: tuple[DataStep, ...], names: Mapping[str, str], page: _Page) -> None:
+def _data_md(data_steps: tuple[DataStep, ...], labels: StepLabels, page: _Page) -> None:
     """The data work, as one collapsible block of the first steps that fit."""
     body: list[str] = []
     shown = 0
     wrapper = 2 * len(DATA_HEADING) + 120  # <details>, fences and the "more" line
     for step in data_steps[:MARKDOWN_DATA_STEPS]:
-        lines = data_step_lines(step, names)
+        lines = data_step_lines(step, labels)
         if _Page.size(body) + _Page.size(lines) + wrapper > page.left:
             break
         body += lines

@@ -332,6 +332,8 @@ def test_a_changed_query_names_the_downstream_datasets_run_recomputes(applied: P
             in text
         )
         assert text.count("will be recomputed") == 1
+        assert "  transform b\n    # recomputes its whole state: its query changed\n    # input a:" in text
+        assert text.count("recomputes its whole state") == 1
         markdown = render_markdown(plan)
         assert "| `~` | `b` | update | `datasets/b.yaml` | SetTransform | 2 |" in markdown
         assert "| `~` | `a` | update | `datasets/a.yaml` | SetInfo | - |" in markdown
