@@ -77,7 +77,10 @@ def plan(
 
     Each dataset is classified as create (+), update (~), unchanged, drift (~, changed outside the
     project), orphan (?, in the workspace but without a manifest; never deleted) or refused (!, a change
-    that ODF's evolution rules forbid; exit code 1).
+    that ODF's evolution rules forbid; exit code 1). A changed event shows one line per changed field
+    (~ SetInfo.description: "a" -> "b"; a query as a diff of its lines), a new one a one-line summary;
+    inputs are named, not given by id; a changed query says how many downstream datasets run will
+    recompute. The markdown form stays under GitHub's comment size limit (it summarises large plans).
 
     Then the data work `odfproj run` does after applying, in its order: each root's ingest (for a
     FilesGlob source, the files it will read inside the project folder, and a warning for files it will
