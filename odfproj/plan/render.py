@@ -333,10 +333,13 @@ def _table_md(visible: list[AppendDefinitions], plan: Plan, show_unchanged: bool
 
 
 def _details_md(visible: list[AppendDefinitions], names: Mapping[str, str], page: _Page) -> None:
-    """A collapsible diff per dataset, for the first ``MARKDOWN_DETAILED`` that fit."""
+    """A collapsible diff per dataset, for the first ``MARKDOWN_DETAILED`` that fit (one too large for
+    what is left of the page is passed over, so a huge query diff does not hide every dataset after it)."""
     detailed = 0
     with_body = [s for s in visible if len(_step_text(s, names)) > 1]
     for step in with_body:
+        if detailed >= MARKDOWN_DETAILED:
+            break
         body = [_diff_line(line) for line in _step_text(step, names)[1:]]
         fence = _fence(body)
         block = [
@@ -349,13 +352,12 @@ def _details_md(visible: list[AppendDefinitions], names: Mapping[str, str], page
             "</details>",
             "",
         ]
-        if detailed >= MARKDOWN_DETAILED or not page.add(block):
-            break
-        detailed += 1
+        if page.add(block):
+            detailed += 1
     if detailed < len(with_body):
         page.add(
             [
-                f"Details of {len(with_body) - detailed} more dataset(s) are left out to keep this comment "
+                f"Details of {len(with_body) - detailed} dataset(s) are left out to keep this comment "
                 "under GitHub's size limit; `odfproj plan` shows them.",
                 "",
             ],

@@ -16,13 +16,15 @@ from typing import Any
 import jsonschema
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bench.bench_plan import generate
 from odfproj.odf import model
 from odfproj.odf.arrow_schema import encode_arrow_schema
 from odfproj.odf.yaml_codec import parse_manifest
 from odfproj.plan.diff import ChainView, normalise
-from odfproj.plan.model import Action, AppendDefinitions, Plan
+from odfproj.plan.model import Action, AppendDefinitions, EventChange, Plan
 from odfproj.plan.planfile import plan_from_data, plan_schema, plan_to_data
 from odfproj.plan.planner import DesiredDataset, make_plan
 from odfproj.plan.render import GITHUB_COMMENT_LIMIT, render_markdown, render_text
@@ -390,7 +392,7 @@ def test_markdown_of_1000_changed_datasets_fits_a_comment_and_names_every_refusa
         assert f"`{name}`" in caution
     assert_well_formed(markdown)
     assert re.search(r"^\.\.\. and \d+ more dataset\(s\) \(\d+ create\) not listed", markdown, re.MULTILINE)
-    assert re.search(r"^Details of \d+ more dataset\(s\) are left out", markdown, re.MULTILINE)
+    assert re.search(r"^Details of \d+ dataset\(s\) are left out", markdown, re.MULTILINE)
 
 
 def test_markdown_names_every_refusal_when_their_reasons_do_not_fit() -> None:
@@ -407,10 +409,58 @@ def test_markdown_names_every_refusal_when_their_reasons_do_not_fit() -> None:
     assert_well_formed(markdown)
 
 
-def assert_well_formed(markdown: str) -> None:
-    """Whole blocks only: every code fence and <details> is closed, every table row complete."""
+TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=400)
+
+
+@st.composite
+def plans(draw: st.DrawFn) -> Plan:
+    """Plans of any size and shape: long reasons, multi-line values, backticks and pipes in file names."""
+    steps = []
+    for i in range(draw(st.integers(0, 300))):
+        action = draw(st.sampled_from(Action))
+        before, after = draw(TEXT), draw(TEXT)
+        changes = (
+            EventChange("SetInfo", "SetInfo", {"description": before}, {"description": after}, {"d": after}),
+        )
+        steps.append(
+            AppendDefinitions(
+                f"org.example.d{i}",
+                action,
+                draw(st.one_of(st.none(), TEXT)),
+                "Root",
+                changes=changes if action is not Action.REFUSED else (),
+                reasons=tuple(draw(st.lists(TEXT, max_size=3))) if action is Action.REFUSED else (),
+            )
+        )
+    return Plan(project=draw(TEXT), workspace="/w", steps=tuple(steps), warnings=tuple(draw(st.lists(TEXT))))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plan=plans(), limit=st.integers(6_000, GITHUB_COMMENT_LIMIT))
+def test_markdown_of_any_plan_stays_under_its_limit_in_whole_pieces(plan: Plan, limit: int) -> None:
+    markdown = render_markdown(plan, limit=limit, show_unchanged=True)
+    assert len(markdown) <= limit
+    assert_well_formed(markdown, table=bool(plan.definitions))
+    refused = [s for s in plan.definitions if s.action is Action.REFUSED]
+    if sum(len(s.dataset) + len(s.manifest or "") + 20 for s in refused) < limit // 4:
+        assert all(f"`{s.dataset}`" in markdown for s in refused)
+
+
+def assert_well_formed(markdown: str, *, table: bool = True) -> None:
+    """Whole blocks only: every code fence and <details> is closed, every table row complete.
+
+    Lines end as CommonMark ends them (``\\n``, ``\\r\\n``, ``\\r``); a fence closes only at a line of
+    backticks at least as long as it, which no line inside may be (a reason may hold backticks)."""
     assert markdown.count("<details>") == markdown.count("</details>")
-    fences = [line for line in markdown.splitlines() if line.startswith("```")]
-    assert len(fences) % 2 == 0 and all(f.rstrip("`") == "" for f in fences[1::2]), fences[:4]
-    rows = [line for line in markdown.splitlines() if line.startswith("| ")]
-    assert rows and all(line.endswith(" |") for line in rows)
+    fence, rows = None, []
+    for line in re.split(r"\r\n|\r|\n", markdown):
+        if fence is None:
+            opener = re.match(r"`{3,}", line)
+            fence = opener.group(0) if opener else None
+            if line.startswith("| "):
+                rows.append(line)
+        elif set(line.strip(" ")) == {"`"} and len(line.strip(" ")) >= len(fence):
+            assert line == fence, f"{line!r} closes {fence!r} from inside the block"
+            fence = None
+    assert fence is None, "a code fence is left open"
+    assert all(line.endswith(" |") for line in rows) and (bool(rows) or not table)
