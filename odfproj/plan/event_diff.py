@@ -1,8 +1,9 @@
 """A definition change as a reviewer reads it: one line per changed field, not two whole YAML blocks.
 
 An updated event becomes field lines addressed by path (``~ SetInfo.description: "a" -> "b"``,
-``+ SetInfo.keywords[2]: "x"``, ``- SetVocab.eventTimeColumn: "t"``); a multi-line value (a SQL query,
-an embedded attachment) becomes a unified diff of its lines under its path. A new event is one summary
+``+ SetInfo.keywords[2]: "x"``, ``- SetVocab.eventTimeColumn: "t"``; two long values one above the
+other); a multi-line value (a SQL query, an embedded attachment) becomes a unified diff of its lines
+under its path. A new event is one summary
 line (``+ SetLicense: CC-BY-4.0 (Creative Commons Attribution 4.0)``), and a removed one names its slot.
 
 The lines are computed from the plain ODF data of ``EventChange.before``/``after`` (camelCase keys), so
@@ -28,6 +29,8 @@ __all__ = ["change_lines", "event_summary"]
 SUMMARY_TEXT = 60
 #: Items (columns, keywords, attachments) named in a one-line summary before "and N more".
 SUMMARY_ITEMS = 6
+#: Characters of an old and a new value past which they are shown on two lines instead of ``old -> new``.
+LONG_VALUES = 80
 #: Indentation of a multi-line value's diff under its path line.
 _BLOCK = "    "
 
@@ -97,7 +100,11 @@ def _diff(path: str, old: Any, new: Any, out: list[str]) -> None:
             else:
                 out.append(f"{_BLOCK}{line[0] if line[0] in '+-' else ' '} {line[1:]}")
     else:
-        out.append(f"~ {path}: {_scalar(old)} -> {_scalar(new)}")
+        before, after = _scalar(old), _scalar(new)
+        if len(before) + len(after) > LONG_VALUES:  # one above the other, so the change lines up
+            out += [f"~ {path}:", f"{_BLOCK}- {before}", f"{_BLOCK}+ {after}"]
+        else:
+            out.append(f"~ {path}: {before} -> {after}")
 
 
 def _diff_list(path: str, old: list[Any], new: list[Any], out: list[str]) -> None:

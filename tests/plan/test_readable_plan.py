@@ -115,6 +115,16 @@ CASES = {
             '+ SetInfo.keywords[2]: "w"',
         ],
     ),
+    "SetInfo with long values": (
+        "Root",
+        [SOURCE, manifests.set_info("Daily weather observations in Seattle and New York (NOAA), 2012-2015.")],
+        [SOURCE, manifests.set_info("Daily weather observations in Seattle and New York (NOAA), 2012-2016.")],
+        [
+            "~ SetInfo.description:",
+            '    - "Daily weather observations in Seattle and New York (NOAA), 2012-2015."',
+            '    + "Daily weather observations in Seattle and New York (NOAA), 2012-2016."',
+        ],
+    ),
     "SetLicense": (
         "Root",
         [SOURCE, license_()],
