@@ -253,6 +253,11 @@ def test_the_json_form_keeps_input_ids_and_adds_their_names() -> None:
         {"dataset_id": ROOT_ID, "name": "org.example.root"},
         {"dataset_id": OTHER_ID, "name": "org.example.other"},
     ]
+    # A plan file written before the two fields existed (same format version) still loads.
+    for field in ("input_names", "downstream"):
+        del step[field]
+    [older] = plan_from_data(data).definitions
+    assert older.input_names == () and older.downstream == ()
 
 
 def test_a_created_dataset_is_summarised_not_dumped() -> None:
