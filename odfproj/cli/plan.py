@@ -11,22 +11,16 @@ import typer
 
 from odfproj.cli.context import CliState
 from odfproj.cli.options import (
-    ChangedSinceOption,
-    ExcludeOption,
-    ProjectOption,
-    SelectOption,
-    TargetOption,
+    DatasetSelection,
     ValidateQueriesOption,
-    VarOption,
-    plan_request,
     query_checker_for,
+    selection_options,
 )
 from odfproj.cli.remote_ws import synced
 from odfproj.plan.model import Plan
 from odfproj.plan.planfile import write_plan_file
 from odfproj.plan.render import colourize, render_json, render_markdown, render_text
 from odfproj.plan.sources import plan_project
-from odfproj.project.config import load_project
 from odfproj.project.env import Redactor
 
 
@@ -44,14 +38,10 @@ def render(plan: Plan, output_format: PlanFormat, show_unchanged: bool) -> str:
     return render_text(plan, show_unchanged=show_unchanged)
 
 
+@selection_options()
 def plan(
     ctx: typer.Context,
-    project: Path | None = ProjectOption,
-    target: str | None = TargetOption,
-    select: list[str] | None = SelectOption,
-    exclude: list[str] | None = ExcludeOption,
-    changed_since: str | None = ChangedSinceOption,
-    variables: list[str] | None = VarOption,
+    selection: DatasetSelection = DatasetSelection(),
     output_format: PlanFormat = typer.Option(
         PlanFormat.text,
         "--format",
@@ -91,12 +81,11 @@ def plan(
     that ignores the target's spark_master and spark_conf; never run), and templates run in a sandbox.
     """
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
-    config = load_project(project)
+    config = selection.config()
     checker, holder = query_checker_for(validate_queries, verbose=state.verbose)
     try:
-        request = plan_request(target, select, exclude, changed_since, variables)
-        with synced(config, target, writer=None):
-            result, _ = plan_project(config, request, query_checker=checker)
+        with synced(config, selection.target, writer=None):
+            result, _ = plan_project(config, selection.request(), query_checker=checker)
     finally:
         if holder is not None:
             holder.stop()
