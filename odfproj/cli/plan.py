@@ -109,5 +109,5 @@ def plan(
         typer.echo(f"\nSaved the plan to {out}. Apply exactly this plan with: odfproj apply {out}")
     if result.has_refusals:
         raise typer.Exit(1)
-    if detailed_exitcode and (result.has_changes or result.has_orphans):
+    if detailed_exitcode and result.needs_action:
         raise typer.Exit(2)

@@ -6,17 +6,19 @@ pull request: rendering is sandboxed (project.render), and the workspace is only
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from odfproj.odf import model
 from odfproj.plan.model import Plan
 from odfproj.plan.planner import DesiredDataset, make_plan
 from odfproj.plan.queries import QueryChecker
+from odfproj.plan.renames import plan_renames
 from odfproj.plan.workspace_state import WorkspaceState, load_workspace_state
 from odfproj.project.config import ProjectConfig
 from odfproj.project.loader import LoadedProject, PlanRequest, load_manifests_of, load_selected
 from odfproj.project.manifests import ProjectManifests
+from odfproj.project.moves import Move
 
 __all__ = ["PlanRequest", "ProjectSnapshot", "load_project_state", "plan_project"]
 
@@ -46,6 +48,7 @@ def load_project_state(
         early = load_workspace_state(root, names=outside)
         project = load_selected(config, request, manifests, known_ids=early.known_ids())
         wanted = set(project.selection.names)
+        wanted.update(n for m in _moves_of(config, project.selection.names) for n in (m.source, m.target))
         for name in project.selection.names:
             wanted.update(project.graph.graph.predecessors(project.graph.canonical(name)))
         state = load_workspace_state(root, names=wanted | outside)
@@ -67,6 +70,12 @@ def _input_refs(manifests: ProjectManifests) -> set[str]:
     return refs
 
 
+def _moves_of(config: ProjectConfig, selected: Collection[str]) -> tuple[Move, ...]:
+    """The declared renames a plan of ``selected`` covers: those whose new name is selected."""
+    names = {n.lower() for n in selected}
+    return tuple(m for m in config.moves if m.target.lower() in names)
+
+
 def plan_project(
     config: ProjectConfig,
     request: PlanRequest,
@@ -84,9 +93,20 @@ def plan_project(
         manifest = snapshot.graph.manifest_of(name)
         if manifest is not None and manifest.snapshot is not None:
             desired.append(DesiredDataset(manifest.rel_path, manifest.snapshot))
+    state = snapshot.state
+    renames = plan_renames(
+        config.moves if not request.narrowed else _moves_of(config, snapshot.selection.names),
+        state.views,
+        {n.lower(): n for n in state.names},
+        {name.lower(): m.rel_path for name, m in snapshot.manifests.by_name.items()},
+        workspace_empty=state.total == 0,
+        remote=config.remote_workspace(),
+    )
     orphans: list[str] = []
     if not request.narrowed:
-        orphans = [n for n in snapshot.state.names if n not in snapshot.manifests.by_name]
+        orphans = [
+            n for n in state.names if n not in snapshot.manifests.by_name and renames.renamed_to(n) is None
+        ]
     plan = make_plan(
         project=config.name,
         workspace=str(snapshot.workspace),
@@ -101,5 +121,6 @@ def plan_project(
             if name in snapshot.graph
         },
         project_root=config.root,
+        renames=renames,
     )
     return plan, snapshot
