@@ -18,6 +18,7 @@ Reads only, like the rest of the planner.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -60,7 +61,7 @@ def plan_renames(
         view, taken = views.get(source), views.get(target)
         if view is None and (taken is not None or workspace_empty):
             continue  # applied already, or a new workspace: nothing was ever named `source` here
-        reasons = _refusals(move, view, taken, manifests, remote)
+        reasons = _refusals(move, view, taken, names, manifests, remote)
         steps.append(
             RenameDataset(
                 source=names.get(source, move.source),
@@ -81,12 +82,15 @@ def _refusals(
     move: Move,
     view: ChainView | None,
     taken: ChainView | None,
+    names: Mapping[str, str],
     manifests: Mapping[str, str],
     remote: str | None,
 ) -> tuple[str, ...]:
     where = f"{CONFIG_FILE}: moved {move}"
     if view is None:
-        return (f"{where}: no dataset {move.source} in the workspace: fix 'from', or remove the entry",)
+        close = difflib.get_close_matches(move.source.lower(), list(names), n=1, cutoff=0.75)
+        hint = f" (did you mean {names[close[0]]}?)" if close else ""
+        return (f"{where}: no dataset {move.source} in the workspace{hint}: fix 'from', or remove the entry",)
     reasons = []
     if taken is not None:
         reasons.append(f"{where}: {move.target} already exists in the workspace ({taken.dataset_id})")

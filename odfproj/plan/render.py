@@ -202,7 +202,7 @@ def render_markdown(plan: Plan, *, show_unchanged: bool = False) -> str:
         ]
         for rename in plan.renames:
             for reason in rename.reasons:
-                lines.append(f"> - `{rename.dataset}` ({_md_code(rename.declared_in)}): {_md_escape(reason)}")
+                lines.append(f"> - {_md_code(f'{rename.source} -> {rename.dataset}')}: {_md_escape(reason)}")
         for step in refused:
             for reason in step.reasons:
                 lines.append(f"> - `{step.dataset}` ({_md_code(step.manifest)}): {_md_escape(reason)}")
