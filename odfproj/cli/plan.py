@@ -77,7 +77,8 @@ def plan(
 
     Each dataset is classified as create (+), update (~), unchanged, drift (~, changed outside the
     project), orphan (?, in the workspace but without a manifest; never deleted) or refused (!, a change
-    that ODF's evolution rules forbid; exit code 1).
+    that ODF's evolution rules forbid; exit code 1). A rename declared in odfproj.yaml's moved list comes
+    first (~ OLD -> NEW: same id, chain and data).
 
     Then the data work `odfproj run` does after applying, in its order: each root's ingest (for a
     FilesGlob source, the files it will read inside the project folder, and a warning for files it will
