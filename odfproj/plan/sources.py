@@ -47,10 +47,8 @@ def load_project_state(
         outside = {ref for ref in refs if manifests.get(ref) is None}
         early = load_workspace_state(root, names=outside)
         project = load_selected(config, request, manifests, known_ids=early.known_ids())
-        wanted = set(project.selection.names)
-        wanted.update(n for m in _moves_of(config, project.selection.names) for n in (m.source, m.target))
-        for name in project.selection.names:
-            wanted.update(project.graph.graph.predecessors(project.graph.canonical(name)))
+        wanted = _selected_and_inputs(project)
+        wanted.update(n for m in _moves_of(config, wanted) for n in (m.source, m.target))
         state = load_workspace_state(root, names=wanted | outside)
     else:
         state = load_workspace_state(root)
@@ -70,9 +68,18 @@ def _input_refs(manifests: ProjectManifests) -> set[str]:
     return refs
 
 
-def _moves_of(config: ProjectConfig, selected: Collection[str]) -> tuple[Move, ...]:
-    """The declared renames a plan of ``selected`` covers: those whose new name is selected."""
-    names = {n.lower() for n in selected}
+def _selected_and_inputs(project: LoadedProject) -> set[str]:
+    """The selected datasets and their direct inputs: the chains a narrowed plan reads."""
+    wanted = set(project.selection.names)
+    for name in project.selection.names:
+        wanted.update(project.graph.graph.predecessors(project.graph.canonical(name)))
+    return wanted
+
+
+def _moves_of(config: ProjectConfig, covered: Collection[str]) -> tuple[Move, ...]:
+    """The declared renames a narrowed plan makes: those whose new name it selects or reads as an input
+    (a selected reader of a renamed dataset needs the rename to find its input)."""
+    names = {n.lower() for n in covered}
     return tuple(m for m in config.moves if m.target.lower() in names)
 
 
@@ -95,7 +102,7 @@ def plan_project(
             desired.append(DesiredDataset(manifest.rel_path, manifest.snapshot))
     state = snapshot.state
     renames = plan_renames(
-        config.moves if not request.narrowed else _moves_of(config, snapshot.selection.names),
+        config.moves if not request.narrowed else _moves_of(config, _selected_and_inputs(snapshot)),
         state.views,
         {n.lower(): n for n in state.names},
         {name.lower(): m.rel_path for name, m in snapshot.manifests.by_name.items()},

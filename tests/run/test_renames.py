@@ -208,6 +208,19 @@ def test_a_source_that_is_not_in_the_workspace_is_refused(applied: Repo) -> None
     assert applied.workspace.list_datasets() == [BIG, ORDERS]
 
 
+def test_a_narrowed_plan_renames_what_it_selects_or_reads(applied: Repo) -> None:
+    applied.rename_orders()
+    config = load_project(applied.root)
+    for select in (SALES, BIG):  # the renamed dataset, or a reader of it (its input must be found)
+        plan = plan_project(config, PlanRequest(select=(select,)))[0]
+        assert [r.dataset for r in plan.renames] == [SALES], select
+        assert not plan.has_refusals and not plan.count(Action.CREATE), select
+    applied.write("datasets/other.yaml", _root("com.example.other", folder="other"))
+    applied.commit("an unrelated root")
+    plan = plan_project(config, PlanRequest(select=("com.example.other",)))[0]
+    assert plan.renames == () and [s.dataset for s in plan.definitions] == ["com.example.other"]
+
+
 def test_in_a_new_workspace_an_entry_is_history_and_the_dataset_is_created(repo: Repo) -> None:
     repo.rename_orders()
     plan = repo.plan()
