@@ -87,6 +87,11 @@ def check_plan(plan: Plan, workspace: Workspace) -> None:
                 f"dataset {rename.dataset} was created since the plan was made; nothing was applied: "
                 "run odfproj plan again"
             )
+        if _current_head(workspace, rename.source) != rename.expected_head:
+            raise StalePlanError(
+                f"dataset {rename.source} (to be renamed to {rename.dataset}) changed since the plan was made; "
+                "nothing was applied: run odfproj plan again"
+            )
     for step in plan.definitions:
         # A renamed dataset's definitions were planned against its chain under the old name.
         current = _current_head(workspace, renamed.get(step.dataset.lower(), step.dataset))

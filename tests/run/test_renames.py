@@ -16,15 +16,24 @@ import git
 import pytest
 
 from odfproj.errors import PlanError
+from odfproj.odf import model
 from odfproj.plan.model import Action, Plan, RenameDataset
 from odfproj.plan.planfile import plan_from_data, plan_to_data
+from odfproj.plan.renames import plan_renames
 from odfproj.plan.render import render_markdown, render_text
 from odfproj.plan.sources import PlanRequest, plan_project
+from odfproj.plan.workspace_state import load_workspace_state
 from odfproj.project.config import WORKSPACE_ENV, load_project
+from odfproj.project.moves import Move
 from odfproj.run.apply import StalePlanError, apply_plan
 from odfproj.storage.workspace import Workspace
 from tests import manifests
 from tests.cli_inprocess import cli_in
+
+
+def set_info(description: str) -> model.SetInfo:
+    return model.SetInfo(description=description)
+
 
 ORDERS, SALES, BIG = "com.example.orders", "com.example.sales", "com.example.big"
 
@@ -276,6 +285,18 @@ def test_a_plan_saved_before_someone_else_renamed_is_stale(applied: Repo) -> Non
     assert applied.workspace.exists(ORDERS)
 
 
+def test_a_plan_whose_source_moved_since_is_stale(applied: Repo) -> None:
+    applied.rename_orders()
+    plan = plan_project(load_project(applied.root), PlanRequest(select=(BIG,)))[0]
+    assert [r.dataset for r in plan.renames] == [SALES] and SALES not in {s.dataset for s in plan.definitions}
+    applied.workspace.open(ORDERS).append([set_info("appended meanwhile")])
+    with pytest.raises(
+        StalePlanError, match=f"dataset {ORDERS} \\(to be renamed to {SALES}\\) changed since"
+    ):
+        applied.apply(plan)
+    assert applied.workspace.list_datasets() == [BIG, ORDERS]
+
+
 def test_the_plan_file_round_trips_and_renders_the_rename(applied: Repo) -> None:
     applied.rename_orders()
     plan = applied.plan()
@@ -297,3 +318,20 @@ def test_a_deleted_manifest_is_counted_as_a_change_to_act_on(applied: Repo) -> N
     )
     assert plan_to_data(plan)["counts"]["orphan"] == 1
     assert f"? {BIG} [Derivative]" in render_text(plan)
+
+
+def test_a_rename_in_a_remote_workspace_is_refused(applied: Repo) -> None:
+    state = load_workspace_state(applied.workspace.root)
+    planned = plan_renames(
+        [Move(ORDERS, SALES)],
+        state.views,
+        {n.lower(): n for n in state.names},
+        {SALES: f"datasets/{SALES}.yaml", BIG: f"datasets/{BIG}.yaml"},
+        workspace_empty=False,
+        remote="s3://bucket/shop",
+    )
+    (step,) = planned.steps
+    assert step.reasons == (
+        f"odfproj.yaml: moved {ORDERS} -> {SALES}: renames in a remote workspace (s3://bucket/shop) are not supported yet",
+    )
+    assert planned.views == state.views  # a refused rename renames nothing for the rest of the plan
