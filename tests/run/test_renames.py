@@ -26,6 +26,7 @@ from odfproj.plan.workspace_state import load_workspace_state
 from odfproj.project.config import WORKSPACE_ENV, load_project
 from odfproj.project.moves import Move
 from odfproj.run.apply import StalePlanError, apply_plan
+from odfproj.run.destroy import DestroyError, destroy_plan
 from odfproj.storage.workspace import Workspace
 from tests import manifests
 from tests.cli_inprocess import cli_in
@@ -335,3 +336,12 @@ def test_a_rename_in_a_remote_workspace_is_refused(applied: Repo) -> None:
         f"odfproj.yaml: moved {ORDERS} -> {SALES}: renames in a remote workspace (s3://bucket/shop) are not supported yet",
     )
     assert planned.views == state.views  # a refused rename renames nothing for the rest of the plan
+
+
+def test_destroy_orphans_leaves_a_dataset_that_is_to_be_renamed(applied: Repo) -> None:
+    applied.rename_orders()
+    with pytest.raises(DestroyError, match="nothing to destroy"):
+        destroy_plan(load_project(applied.root), orphans=True)
+    applied.write("odfproj.yaml", "name: renames\n")  # undeclared: now it is an orphan
+    (doomed,) = destroy_plan(load_project(applied.root), orphans=True).datasets
+    assert (doomed.name, doomed.orphan) == (ORDERS, True)
