@@ -1,8 +1,9 @@
 """The plan: one immutable list of typed steps that the renderers explain and ``apply``/``run`` execute.
 
-A plan holds every piece of work a run does, in the order it is done: first one
-:class:`AppendDefinitions` per dataset (what ``apply`` writes), then one :class:`Ingest` per root with a
-polling source and one :class:`Transform` per derivative, inputs before their readers (what ``run`` adds).
+A plan holds every piece of work a run does, in the order it is done: first one :class:`RenameDataset`
+per declared rename, then one :class:`AppendDefinitions` per dataset (what ``apply`` writes), then one
+:class:`Ingest` per root with a polling source and one :class:`Transform` per derivative, inputs before their
+readers (what ``run`` adds).
 Renderers, apply and run walk this same list, so what a reviewer reads in a pull request can never
 drift from what runs on merge (the idea of SQLMesh's plan stages and terraform's plan views).
 """
