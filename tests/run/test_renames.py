@@ -17,6 +17,7 @@ import pytest
 
 from odfproj.errors import PlanError
 from odfproj.odf import model
+from odfproj.plan.apply_record import APPLY_RECORD
 from odfproj.plan.model import Action, Plan, RenameDataset
 from odfproj.plan.planfile import plan_from_data, plan_to_data
 from odfproj.plan.renames import plan_renames
@@ -30,12 +31,9 @@ from odfproj.run.destroy import DestroyError, destroy_plan
 from odfproj.storage.workspace import Workspace
 from tests import manifests
 from tests.cli_inprocess import cli_in
+from tests.storage.helpers.chains import snapshot
 
-
-def set_info(description: str) -> model.SetInfo:
-    return model.SetInfo(description=description)
-
-
+APPLY_RECORD_FILE = f"info/{APPLY_RECORD}"
 ORDERS, SALES, BIG = "com.example.orders", "com.example.sales", "com.example.big"
 
 
@@ -146,6 +144,17 @@ def test_a_rename_across_commits_keeps_identity_chain_and_data(
         "expected_head": orders_head.to_multibase(),
         "reasons": [],
     }
+
+    files = snapshot(repo.workspace.open(ORDERS).path)
+    assert any(f.startswith("info/") and "index" in f for f in files), sorted(files)  # the state index
+    code, out = odfproj("apply", "--auto-approve")
+    assert code == 0, out
+    assert "Apply complete: 1 renamed, 0 created, 0 updated, 0 block(s) appended." in out
+    moved = snapshot(repo.workspace.open(SALES).path)
+    # Apply re-records where it left the chain, now under the new manifest (drift is judged from it).
+    assert json.loads(moved.pop(APPLY_RECORD_FILE))["manifest"] == f"datasets/{SALES}.yaml"
+    files.pop(APPLY_RECORD_FILE)
+    assert moved == files  # chain, data, checkpoints, caches and state index, byte for byte
 
     repo.write("data/orders/2.csv", "id,value\n3,70\n")
     repo.commit("new orders")
@@ -290,7 +299,7 @@ def test_a_plan_whose_source_moved_since_is_stale(applied: Repo) -> None:
     applied.rename_orders()
     plan = plan_project(load_project(applied.root), PlanRequest(select=(BIG,)))[0]
     assert [r.dataset for r in plan.renames] == [SALES] and SALES not in {s.dataset for s in plan.definitions}
-    applied.workspace.open(ORDERS).append([set_info("appended meanwhile")])
+    applied.workspace.open(ORDERS).append([model.SetInfo(description="appended meanwhile")])
     with pytest.raises(
         StalePlanError, match=f"dataset {ORDERS} \\(to be renamed to {SALES}\\) changed since"
     ):
