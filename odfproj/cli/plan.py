@@ -67,7 +67,8 @@ def plan(
 
     Each dataset is classified as create (+), update (~), unchanged, drift (~, changed outside the
     project), orphan (?, in the workspace but without a manifest; never deleted) or refused (!, a change
-    that ODF's evolution rules forbid; exit code 1).
+    that ODF's evolution rules forbid; exit code 1). A rename declared in odfproj.yaml's moved list comes
+    first (~ OLD -> NEW: same id, chain and data).
 
     Then the data work `odfproj run` does after applying, in its order: each root's ingest (for a
     FilesGlob source, the files it will read inside the project folder, and a warning for files it will
@@ -98,5 +99,5 @@ def plan(
         typer.echo(f"\nSaved the plan to {out}. Apply exactly this plan with: odfproj apply {out}")
     if result.has_refusals:
         raise typer.Exit(1)
-    if detailed_exitcode and (result.has_changes or result.has_orphans):
+    if detailed_exitcode and result.needs_action:
         raise typer.Exit(2)

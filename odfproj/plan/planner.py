@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,8 +11,9 @@ import pyarrow as pa
 
 from odfproj.odf import model
 from odfproj.plan.diff import ChainView, diff_dataset, fold
-from odfproj.plan.model import Action, AppendDefinitions, DataStep, Plan
+from odfproj.plan.model import Action, AppendDefinitions, DataStep, Plan, RenameDataset
 from odfproj.plan.queries import QueryChecker, check_queries
+from odfproj.plan.renames import PlannedRenames
 from odfproj.plan.work import data_step
 
 
@@ -33,8 +34,13 @@ def make_plan(
     query_checker: QueryChecker | None = None,
     orphan_readers: Mapping[str, Sequence[str]] | None = None,
     project_root: Path | None = None,
+    renames: PlannedRenames | None = None,
 ) -> Plan:
     """``desired`` in topological order; ``views`` keyed by lower-case dataset name.
+
+    ``renames`` (see ``plan.renames``) come first in the plan, and every other step is planned against
+    the chains as they are named after them (``renames.views``, which replaces ``views``). A derivative
+    whose manifest still names a renamed dataset's old name is refused: its input would not exist.
 
     The plan lists one ``AppendDefinitions`` per dataset, then the data steps of the datasets that are
     not refused (see ``plan.work``; ``project_root`` lets it list the files a FilesGlob root will read).
@@ -43,13 +49,17 @@ def make_plan(
     are marked as not validated. ``orphan_readers`` names, for an orphan, the project's datasets that
     still read it (its manifest was deleted under them).
     """
+    renames = renames or PlannedRenames((), views)
+    views = renames.views
     planned_ids = {name: view.dataset_id for name, view in views.items()}
 
     def resolve(ref: str) -> str | None:
         return planned_ids.get(ref.lower())
 
     diffs = [
-        diff_dataset(d.snapshot, d.manifest, views.get(d.snapshot.name.lower()), resolve) for d in desired
+        _refuse_old_names(d, renames)
+        or diff_dataset(d.snapshot, d.manifest, views.get(d.snapshot.name.lower()), resolve)
+        for d in desired
     ]
     needed = _inputs_of_changed(desired, diffs)
     planned: dict[str, pa.Schema] = {}
@@ -86,10 +96,49 @@ def make_plan(
     return Plan(
         project=project,
         workspace=workspace,
-        steps=(*steps, *work),
+        steps=(*_with_definition_refusals(renames.steps, steps), *steps, *work),
         warnings=tuple(warnings),
         created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     )
+
+
+def _refuse_old_names(d: DesiredDataset, renames: PlannedRenames) -> AppendDefinitions | None:
+    """A refused step when ``d`` reads a dataset by the name this plan renames away; else None."""
+    transform = fold(d.snapshot.metadata).get("SetTransform")
+    if not isinstance(transform, model.SetTransform):
+        return None
+    reasons = tuple(
+        f"input {i.dataset_ref!r} is renamed to {new!r} (odfproj.yaml moved): name it {new!r} "
+        "(same id: nothing is recomputed)"
+        for i in transform.inputs
+        if (new := renames.renamed_to(i.dataset_ref)) is not None
+    )
+    if not reasons:
+        return None
+    own = renames.views.get(d.snapshot.name.lower())
+    return AppendDefinitions(
+        d.snapshot.name,
+        Action.REFUSED,
+        d.manifest,
+        d.snapshot.kind.name,
+        reasons=reasons,
+        expected_head=own.head if own else None,
+    )
+
+
+def _with_definition_refusals(
+    renames: tuple[RenameDataset, ...], steps: list[AppendDefinitions]
+) -> tuple[RenameDataset, ...]:
+    """A rename whose dataset's definition change is refused is refused with it (one line, both files)."""
+    refused = {s.dataset.lower(): s for s in steps if s.action is Action.REFUSED}
+    out = []
+    for rename in renames:
+        step = refused.get(rename.dataset.lower())
+        if step is not None and not rename.refused:
+            why = f"{rename.declared_in}: moved {rename.source} -> {rename.dataset}: refused with the change "
+            rename = replace(rename, reasons=(f"{why}{step.manifest} makes: {step.reasons[0]}",))
+        out.append(rename)
+    return tuple(out)
 
 
 def _orphan_reasons(name: str, readers: Sequence[str]) -> tuple[str, ...]:

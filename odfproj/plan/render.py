@@ -7,7 +7,16 @@ import re
 from typing import Any
 
 from odfproj.odf.yaml_codec import dump_yaml
-from odfproj.plan.model import Action, AppendDefinitions, DataStep, Ingest, OutputSchema, Plan, TransformInput
+from odfproj.plan.model import (
+    Action,
+    AppendDefinitions,
+    DataStep,
+    Ingest,
+    OutputSchema,
+    Plan,
+    RenameDataset,
+    TransformInput,
+)
 from odfproj.plan.planfile import plan_to_json
 
 _ORDER = {
@@ -43,10 +52,13 @@ def render_text(plan: Plan, *, show_unchanged: bool = False, data: bool = True) 
     """The plan for a terminal; ``data`` adds the data steps ``run`` takes after applying."""
     lines: list[str] = []
     visible = [s for s in plan.definitions if show_unchanged or s.action is not Action.UNCHANGED]
-    if not visible:
+    if not visible and not plan.renames:
         lines.append("No changes. The workspace matches the manifests.")
     else:
         lines.append("odfproj will perform the following actions:")
+    for rename in plan.renames:
+        lines.append("")
+        lines.extend(rename_lines(rename))
     for step in sorted(visible, key=lambda s: _ORDER[s.action]):
         lines.append("")
         lines.extend(_step_text(step))
@@ -95,6 +107,19 @@ def _input_status(inp: TransformInput) -> str:
         first = inp.consumed + 1 if inp.consumed is not None else 0
         return f"{inp.new_records} new record(s) (offsets {first}..{inp.last_offset})"
     return "no new data yet"
+
+
+def rename_lines(step: RenameDataset) -> list[str]:
+    """A declared rename: ``~ old -> new``, or ``!`` with its reasons when refused."""
+    where = f"  ({step.declared_in}" + (f", {step.manifest})" if step.manifest else ")")
+    if step.refused:
+        return [f"! {step.source} -> {step.dataset}{where}  # rename refused"] + [
+            f"    ! {reason}" for reason in step.reasons
+        ]
+    return [
+        f"~ {step.source} -> {step.dataset}{where}  # rename",
+        f"    # keeps its id {step.dataset_id}, chain, data and key: nothing is recomputed",
+    ]
 
 
 def _step_text(step: AppendDefinitions) -> list[str]:
@@ -168,21 +193,32 @@ def render_markdown(plan: Plan, *, show_unchanged: bool = False) -> str:
     """
     lines = [f"### odfproj plan: {_md_code(plan.project)}", "", f"**{plan.summary()}**", ""]
     refused = [s for s in plan.definitions if s.action is Action.REFUSED]
-    if refused:
+    refused_renames = [r for r in plan.renames if r.refused]
+    if refused or refused_renames:
         lines += [
             "> [!CAUTION]",
-            f"> **{len(refused)} change(s) refused**; apply will not run until the manifests are fixed:",
+            f"> **{len(refused) + len(refused_renames)} change(s) refused**; apply will not run until the "
+            "manifests are fixed:",
         ]
+        for rename in plan.renames:
+            for reason in rename.reasons:
+                lines.append(f"> - {_md_code(f'{rename.source} -> {rename.dataset}')}: {_md_escape(reason)}")
         for step in refused:
             for reason in step.reasons:
                 lines.append(f"> - `{step.dataset}` ({_md_code(step.manifest)}): {_md_escape(reason)}")
         lines.append("")
     visible = [s for s in plan.definitions if show_unchanged or s.action is not Action.UNCHANGED]
     visible.sort(key=lambda s: _ORDER[s.action])
-    if not visible:
+    if not visible and not plan.renames:
         lines.append("No changes. The workspace matches the manifests.")
     else:
         lines += ["| | dataset | action | manifest | events |", "|---|---|---|---|---|"]
+        for rename in plan.renames:
+            lines.append(
+                f"| `{'!' if rename.refused else '~'}` | {_md_code(f'{rename.source} -> {rename.dataset}')} "
+                f"| {'rename refused' if rename.refused else 'rename'} "
+                f"| {_md_code(rename.declared_in, in_table=True)} | - |"
+            )
         for step in visible:
             events = ", ".join(c.kind for c in step.changes if c.event is not None) or "-"
             lines.append(
