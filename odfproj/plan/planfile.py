@@ -28,6 +28,7 @@ from odfproj.plan.model import (
     InputName,
     OutputSchema,
     Plan,
+    RenameDataset,
     Step,
     Transform,
     TransformInput,
@@ -35,6 +36,7 @@ from odfproj.plan.model import (
 
 #: The ``step`` tag of each kind of step in the JSON form.
 STEP_TAGS: dict[type, str] = {
+    RenameDataset: "rename",
     AppendDefinitions: "append_definitions",
     Ingest: "ingest",
     Transform: "transform",
@@ -47,6 +49,7 @@ def plan_to_data(plan: Plan) -> dict[str, Any]:
     data["steps"] = [{"step": STEP_TAGS[type(s)], **_jsonable(asdict(s))} for s in plan.steps]
     data["odfproj_version"] = __version__
     data["counts"] = {a.value: plan.count(a) for a in Action}
+    data["counts"]["rename"] = sum(1 for r in plan.renames if not r.refused)
     data["summary"] = plan.summary()
     return data
 
@@ -106,6 +109,16 @@ def _step_from_data(s: dict[str, Any]) -> Step:
             tuple(s["files"]),
             tuple(s["notes"]),
             tuple(s["warnings"]),
+        )
+    if s["step"] == "rename":
+        return RenameDataset(
+            s["source"],
+            s["dataset"],
+            s["declared_in"],
+            s["manifest"],
+            s["dataset_id"],
+            s["expected_head"],
+            tuple(s["reasons"]),
         )
     if s["step"] == "transform":
         inputs = tuple(

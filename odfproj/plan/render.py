@@ -14,6 +14,7 @@ from odfproj.plan.model import (
     Ingest,
     OutputSchema,
     Plan,
+    RenameDataset,
     Transform,
     TransformInput,
 )
@@ -33,10 +34,13 @@ def render_text(plan: Plan, *, show_unchanged: bool = False, data: bool = True) 
     """The plan for a terminal; ``data`` adds the data steps ``run`` takes after applying."""
     lines: list[str] = []
     visible = [s for s in plan.definitions if show_unchanged or s.action is not Action.UNCHANGED]
-    if not visible:
+    if not visible and not plan.renames:
         lines.append("No changes. The workspace matches the manifests.")
     else:
         lines.append("odfproj will perform the following actions:")
+    for rename in plan.renames:
+        lines.append("")
+        lines.extend(rename_lines(rename))
     labels = step_labels(plan)
     for step in sorted(visible, key=lambda s: _ORDER[s.action]):
         lines.append("")
@@ -117,6 +121,19 @@ def _input_status(inp: TransformInput) -> str:
         first = inp.consumed + 1 if inp.consumed is not None else 0
         return f"{inp.new_records} new record(s) (offsets {first}..{inp.last_offset})"
     return "no new data yet"
+
+
+def rename_lines(step: RenameDataset) -> list[str]:
+    """A declared rename: ``~ old -> new``, or ``!`` with its reasons when refused."""
+    where = f"  ({step.declared_in}" + (f", {step.manifest})" if step.manifest else ")")
+    if step.refused:
+        return [f"! {step.source} -> {step.dataset}{where}  # rename refused"] + [
+            f"    ! {reason}" for reason in step.reasons
+        ]
+    return [
+        f"~ {step.source} -> {step.dataset}{where}  # rename",
+        f"    # keeps its id {step.dataset_id}, chain, data and key: nothing is recomputed",
+    ]
 
 
 def _step_text(step: AppendDefinitions, names: Mapping[str, str]) -> list[str]:
@@ -228,10 +245,10 @@ def render_markdown(plan: Plan, *, show_unchanged: bool = False, limit: int = GI
     tail = _warnings_md(plan)
     page.reserve(tail)
     page.add([f"### odfproj plan: {_md_code(plan.project)}", "", f"**{plan.summary()}**", ""])
-    page.add(_refusals_md([s for s in plan.definitions if s.action is Action.REFUSED], page))
+    page.add(_refusals_md([s for s in plan.definitions if s.action is Action.REFUSED], plan.renames, page))
     visible = [s for s in plan.definitions if show_unchanged or s.action is not Action.UNCHANGED]
     visible.sort(key=lambda s: _ORDER[s.action])
-    if not visible:
+    if not visible and not plan.renames:
         page.add(["No changes. The workspace matches the manifests.", ""])
     else:
         _table_md(visible, plan, show_unchanged, page)
@@ -272,13 +289,23 @@ class _Page:
         self.left += self.size(lines)
 
 
-def _refusals_md(refused: list[AppendDefinitions], page: _Page) -> list[str]:
-    """Every refused dataset with its reasons; by name only when the reasons would take half the page."""
-    if not refused:
+def _refusals_md(
+    refused: list[AppendDefinitions], renames: tuple[RenameDataset, ...], page: _Page
+) -> list[str]:
+    """Every refused rename and dataset with its reasons; datasets by name only when the reasons would
+    take half the page (refused renames are few: one per declared ``moved`` entry at most)."""
+    refused_renames = [r for r in renames if r.refused]
+    if not refused and not refused_renames:
         return []
     lines = [
         "> [!CAUTION]",
-        f"> **{len(refused)} change(s) refused**; apply will not run until the manifests are fixed:",
+        f"> **{len(refused) + len(refused_renames)} change(s) refused**; apply will not run until the "
+        "manifests are fixed:",
+    ]
+    lines += [
+        f"> - {_md_code(f'{r.source} -> {r.dataset}')}: {_md_escape(_one_line(reason))}"
+        for r in refused_renames
+        for reason in r.reasons
     ]
     full = [
         f"> - `{s.dataset}` ({_md_code(s.manifest)}): {_md_escape(_one_line(reason))}"
@@ -302,6 +329,14 @@ def _refusals_md(refused: list[AppendDefinitions], page: _Page) -> list[str]:
 def _table_md(visible: list[AppendDefinitions], plan: Plan, show_unchanged: bool, page: _Page) -> None:
     rows = ["| | dataset | action | manifest | events | downstream |", "|---|---|---|---|---|---|"]
     page.add(rows, force=True)
+    for rename in plan.renames:
+        page.add(
+            [
+                f"| `{'!' if rename.refused else '~'}` | {_md_code(f'{rename.source} -> {rename.dataset}')} "
+                f"| {'rename refused' if rename.refused else 'rename'} "
+                f"| {_md_code(rename.declared_in, in_table=True)} | - | - |"
+            ]
+        )
     shown = 0
     for step in visible[:MARKDOWN_TABLE_ROWS]:
         events = ", ".join(c.kind for c in step.changes if c.event is not None) or "-"

@@ -70,7 +70,7 @@ def test_deleted_manifest_of_an_applied_dataset_is_a_change_naming_its_readers(p
     run = run_cli(project, "plan", "--detailed-exitcode")
     assert run.returncode == 2, run.output
     assert "? com.example.readings [Root]" in run.stdout
-    assert "1 without a manifest." in run.stdout
+    assert "1 without a manifest (to destroy: odfproj destroy --orphans)." in run.stdout
     assert "No changes" not in run.stdout
 
 
