@@ -10,7 +10,8 @@ fail with ``HeadMovedError`` instead of interleaving.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -24,9 +25,17 @@ from odfproj.storage.errors import IntegrityError
 from odfproj.storage.objects import logical_hash, physical_hash
 from odfproj.storage.projection import ChainProjection
 
-__all__ = ["DataEvent", "commit_data", "next_offset"]
+__all__ = ["DataEvent", "SliceFile", "commit_data", "next_offset"]
 
 DataEvent = model.AddData | model.ExecuteTransform
+
+
+@dataclass(frozen=True)
+class SliceFile:
+    """One data file of a batch and how many records it holds (their offsets follow the previous file's)."""
+
+    path: Path
+    records: int
 
 
 def next_offset(projection: ChainProjection) -> int:
@@ -44,6 +53,7 @@ def commit_data(
     records: int = 0,
     schema: pa.Schema | None = None,
     known_logical_hash: Multihash | None = None,
+    slices: Sequence[SliceFile] = (),
 ) -> Multihash:
     """Append ``event`` (and a SetDataSchema if needed) after ``projection``'s head; the new head.
 
@@ -52,10 +62,20 @@ def commit_data(
     records numbered from :func:`next_offset` (none: a data-less event). ``schema`` is the records' data
     schema. ``known_logical_hash`` is a hash the caller computed from memory (one pass less over the
     data); if the stored copy disagrees, the file's own hash is used.
+
+    ``slices`` is a batch cut into several files (the records-per-file limit): one block per file, in
+    one atomic append, each a copy of ``event`` with its own ``newData`` and ``prevOffset``, so a reader
+    sees consecutive offsets and cannot tell how the batch was cut. Only ``AddData`` may be cut: an
+    ``ExecuteTransform`` names its inputs' new blocks once. Hashes are streamed from the files.
     """
-    events: list[model.MetadataEvent] = []
-    if schema is not None and (projection.arrow_schema is None or not schema.equals(projection.arrow_schema)):
-        events.append(model.SetDataSchema(schema=encode_arrow_schema(schema)))
+    if slices:
+        if data_file is not None or known_logical_hash is not None:
+            raise ValueError("commit_data takes slices or data_file, not both")
+        if not isinstance(event, model.AddData) and len(slices) > 1:
+            raise ValueError("only an AddData batch may be cut into several slices")
+        kept = [s for s in slices if s.records]
+        return _commit_slices(dataset, projection, event, system_time, kept, schema)
+    events = _schema_events(projection, schema)
     new_data = None
     if data_file is not None and records:
         start = next_offset(projection)
@@ -88,3 +108,50 @@ def commit_data(
         if from_file == new_data:
             raise
         return append(replace(event, new_data=from_file))
+
+
+def _schema_events(projection: ChainProjection, schema: pa.Schema | None) -> list[model.MetadataEvent]:
+    """A SetDataSchema when ``schema`` is not the dataset's (first data, or added columns)."""
+    if schema is not None and (projection.arrow_schema is None or not schema.equals(projection.arrow_schema)):
+        return [model.SetDataSchema(schema=encode_arrow_schema(schema))]
+    return []
+
+
+def _commit_slices(
+    dataset: Dataset,
+    projection: ChainProjection,
+    event: DataEvent,
+    system_time: datetime,
+    slices: list[SliceFile],
+    schema: pa.Schema | None,
+) -> Multihash:
+    events: list[model.MetadataEvent] = _schema_events(projection, schema)
+    checkpoint = projection.last_checkpoint
+    prev_offset = projection.last_offset
+    data_events: list[DataEvent] = []
+    for piece in slices or [None]:
+        new_data = None
+        if piece is not None:
+            start = 0 if prev_offset is None else prev_offset + 1
+            new_data = model.DataSlice(
+                logical_hash=logical_hash(piece.path),
+                physical_hash=physical_hash(piece.path),
+                offset_interval=model.OffsetInterval(start=start, end=start + piece.records - 1),
+                size=piece.path.stat().st_size,
+            )
+        data_events.append(
+            replace(
+                event,
+                prev_offset=prev_offset,
+                prev_checkpoint=checkpoint.physical_hash if checkpoint else None,
+                new_data=new_data,
+            )
+        )
+        if new_data is not None:
+            prev_offset = new_data.offset_interval.end
+    return dataset.append(
+        [*events, *data_events],
+        expected_head=projection.head,
+        system_time=system_time,
+        data_files=[s.path for s in slices],
+    )
