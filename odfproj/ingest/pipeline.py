@@ -130,6 +130,8 @@ class CommittedItem:
     head: str
     #: Whether a SetDataSchema was committed before the AddData.
     schema_changed: bool = False
+    #: AddData blocks committed: one per data slice (a batch over the records-per-file limit has several).
+    data_blocks: int = 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,7 +150,7 @@ class IngestResult:
 
     @property
     def blocks_added(self) -> int:
-        return sum(2 if i.schema_changed else 1 for i in self.items)
+        return sum(i.data_blocks + (1 if i.schema_changed else 0) for i in self.items)
 
     @property
     def up_to_date(self) -> bool:
@@ -409,6 +411,7 @@ def commit_batch(
         records=count,
         head=head.to_multibase(),
         schema_changed=new_schema is not None,
+        data_blocks=max(1, len(written)),
     )
 
 

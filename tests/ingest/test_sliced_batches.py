@@ -59,6 +59,7 @@ def test_the_same_snapshots_cut_into_two_record_files_give_the_same_state(spark,
         small = SparkEngine(RecordingHolder(spark), rows_per_file=2)  # type: ignore[arg-type]
         result = ingest_polling(cut, small, project_root=project, system_time=at)
         assert result.records_added == records(cut).num_rows - (0 if minute == 1 else 7)
+        assert result.blocks_added == 5  # 4 slices and a SetDataSchema, then 5 slices
 
         assert records(cut).equals(records(whole))
         assert read_changelog(cut).equals(read_changelog(whole))
