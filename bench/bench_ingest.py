@@ -3,8 +3,8 @@
 Scenarios (data generated into a temporary folder):
 
 * **Append**: a 1,000,000-row CSV (id BIGINT, name STRING, value DOUBLE, city STRING) ingested by
-  ``ingest_polling`` (FilesGlob, Append merge: fetch, strict FAILFAST read, event time, offsets, one
-  Parquet file written through Arrow, logical + physical hashes, atomic commit) versus plain
+  ``ingest_polling`` (FilesGlob, Append merge: fetch, strict FAILFAST read, event time, offsets, Parquet
+  files written by Spark tasks, logical + physical hashes streamed from them, atomic commit) versus plain
   ``spark.read.csv(path, schema).write.parquet(out)`` on the same file. Both are run ``--repeat``
   times after a warm-up job (JVM start excluded); the best of each is compared (target ratio <= 1.5).
 * **Snapshot**: a 1,000,000-row snapshot ingested with the Snapshot merge strategy, then a second

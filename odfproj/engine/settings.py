@@ -123,6 +123,8 @@ ALLOWED_SPARK_CONF: Mapping[str, _Kind] = MappingProxyType(
         "spark.sql.parquet.aggregatePushdown": _BOOL,
         "spark.sql.execution.arrow.pyspark.enabled": _BOOL,
         "spark.sql.execution.arrow.maxRecordsPerBatch": _COUNT,
+        # records per ODF data file (engine.slices): a bigger batch is committed as several blocks
+        "spark.sql.files.maxRecordsPerFile": _COUNT,
     }
 )
 

@@ -37,8 +37,6 @@ Design points, each one a reason for code below:
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
@@ -52,6 +50,7 @@ import pyarrow.parquet as pq
 from odfproj.engine.dialects import is_spark, to_spark
 from odfproj.engine.errors import InvalidQueryError
 from odfproj.engine.session import SparkSessionHolder
+from odfproj.engine.slices import rows_per_file
 from odfproj.engine.sql_policy import check_parsed_query
 from odfproj.engine.types import arrow_schema_from_spark, spark_schema_from_arrow
 from odfproj.errors import EngineError
@@ -361,13 +360,21 @@ class QueryScope:
 class SparkEngine:
     """Spark SQL for derivative queries and preprocess steps, each in its own scope."""
 
-    def __init__(self, holder: SparkSessionHolder) -> None:
+    def __init__(self, holder: SparkSessionHolder, *, rows_per_file: int | None = None) -> None:
         self.holder = holder
+        self._rows_per_file = rows_per_file
 
     @property
     def session(self) -> SparkSession:
         """The shared session, created on first use."""
         return self.holder.get()
+
+    @property
+    def rows_per_file(self) -> int:
+        """Records per data file: as given, else the target's ``spark.sql.files.maxRecordsPerFile`` (``engine.slices``)."""
+        if self._rows_per_file is not None:
+            return self._rows_per_file
+        return rows_per_file(self.holder.settings.effective_conf())
 
     @contextmanager
     def scope(self) -> Iterator[QueryScope]:
@@ -414,31 +421,6 @@ def frame_from_arrow(session: SparkSession, table: pa.Table, scratch: Path) -> D
     return session.read.schema(schema).parquet(str(path))
 
 
-def write_parquet_file(df: DataFrame, path: str | Path, *, skip_empty: bool = False) -> int:
-    """Write ``df`` as exactly one Parquet file at ``path`` and return its row count.
-
-    Spark writes folders of parts; the protocol wants one file. The data is written with one partition
-    into a temporary folder beside ``path`` and its single part is moved into place, so a reader never
-    sees a half-written file. With ``skip_empty`` nothing is written for an empty result.
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        out = staging / "out"
-        df.coalesce(1).write.mode("overwrite").parquet(str(out))
-        parts = sorted(out.glob("part-*.parquet"))
-        count = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
-        if count == 0 and skip_empty:
-            return 0
-        if len(parts) != 1:
-            raise EngineError(f"expected Spark to write one Parquet part for {target}, found {len(parts)}")
-        parts[0].replace(target)
-        return count
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
 __all__: Sequence[str] = (
     "FORBIDDEN_NODES",
     "INPUT_VIEW",
@@ -450,5 +432,4 @@ __all__: Sequence[str] = (
     "is_spark_error",
     "spark_failures",
     "translating_errors",
-    "write_parquet_file",
 )

@@ -9,11 +9,11 @@ batch's order. The caller adds ``offset`` and ``system_time``.
 
 Ordering contract
 -----------------
-The returned frame has exactly **one partition, sorted within it in offset order**: the first row gets
-the next offset, and so on. Anything that keeps the row order keeps the contract (``toArrow``,
-``collect``, ``toLocalIterator``, ``rdd.zipWithIndex``, narrow ``select``/``withColumn``), so
-``records.withColumn("offset", F.monotonically_increasing_id() + first_offset)`` numbers the rows
-densely and correctly (in a single partition the ids are exactly 0..n-1). Do not reshuffle (join,
+The returned frame is **sorted in offset order across its partitions** (a range-partitioned
+``orderBy``: every row of partition ``i`` comes before every row of partition ``i + 1``, and rows are
+in order within each). The caller numbers the rows with
+:func:`odfproj.engine.slices.number_rows`, which pins the partitions in a checkpoint, counts them and
+adds each partition's base offset: no single-partition window. Do not reshuffle (join,
 ``repartition``, ``orderBy`` on other columns) before the offsets are assigned. The order is:
 
 * Append and Ledger: a *stable* sort of the batch by ``event_time`` (ascending, nulls first): rows with
@@ -43,7 +43,7 @@ Documented choices
 * Duplicate primary keys within one snapshot raise ``MergeError`` naming the first keys (checked
   eagerly: one aggregation over the batch, at most three rows reach the driver).
 
-All work is joins, aggregations and one final single-partition sort of the output rows; nothing
+All work is joins, aggregations and one final (distributed) sort of the output rows; nothing
 else is collected to the driver.
 """
 
@@ -222,9 +222,9 @@ def _op_literal(op: Op) -> Column:
 
 
 def _finish(rows: DataFrame, op: Column, batch: DataFrame, order: list[Column]) -> DataFrame:
-    """One partition, sorted by ``order``, then the output columns: op, event_time, user columns."""
+    """Sorted by ``order`` across partitions (a range-partitioned sort), then op, event_time, user columns."""
     user = [c for c in batch.columns if c != EVENT_TIME]
-    sorted_rows = rows.repartition(1).sortWithinPartitions(*order)
+    sorted_rows = rows.orderBy(*order)
     return sorted_rows.select(op.alias(OP), column(EVENT_TIME), *[column(c) for c in user])
 
 

@@ -23,19 +23,25 @@ Decisions, and why:
   ways), so ``primaryKey: [id, reported]`` with ``eventTimeColumn: reported`` is a key on the event
   time.
 - **The commit** is :func:`odfproj.storage.data_commit.commit_data`, shared with transforms.
-- **Offsets** are assigned in the merge output's order (the merge's ordering contract), after the
-  data has reached the driver as Arrow: ``last_offset + 1`` onwards, dense. ``system_time`` of
-  every record is the system time of the block that commits it (millisecond precision).
+- **Offsets** are assigned in the merge output's order (the merge's ordering contract) by
+  :func:`odfproj.engine.slices.number_rows`: per-partition counts and a prefix sum, no record
+  reaches the driver. ``last_offset + 1`` onwards, dense. ``system_time`` of every record is the
+  system time of the block that commits it (millisecond precision).
 - **Columns** are written as ``offset, op, system_time, event_time``, then the user columns, with the
   common data schema's exact types (``int64``, ``int32``, ``timestamp(ms, UTC)``); a ``SetVocab``
   renames the system columns in the file as it says. Against an existing schema the user columns are
   put in the schema's order; a column the new data lacks is written as nulls; new columns are added
-  at the end with a ``SetDataSchema`` before the ``AddData``. A type change is an error.
+  at the end with a ``SetDataSchema`` before the ``AddData``. A type change is an error. The schema is
+  decided on schemas alone (``_fit_schema``) and applied by casts in Spark; Spark tasks write the files.
+- **Data files** hold at most ``SparkEngine.rows_per_file`` records (``spark.sql.files.maxRecordsPerFile``);
+  a bigger batch is committed as several ``AddData`` blocks in one atomic append, each carrying the
+  batch's source state and watermark (``storage.data_commit.commit_data``'s ``slices``).
 - **Empty merges.** When the merge yields no records (an unchanged snapshot, a ledger of known rows)
   the ``AddData`` has no ``newData`` and records only the new source state (the spec makes ``newData``
   optional and says the source state must be carried). If neither the source state nor the watermark
   would change, nothing is committed.
-- **Watermark** = max(previous watermark, max event time of the new records); it never goes back.
+- **Watermark** = max(previous watermark, max event time of the new records, computed per partition
+  in the counting job); it never goes back.
 - **History** (for Ledger and Snapshot only) is every data file of the dataset read with Spark.
 - **Errors** from any phase become one line starting with ``dataset 'x', source 'y'`` and naming the
   URL or file; the failing item commits nothing (items committed before it stay committed).
@@ -53,17 +59,15 @@ import tempfile
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from odfproj.engine.slices import Numbered, nullable, number_rows, write_slices
 from odfproj.engine.spark import SparkEngine, describe_spark_error, is_spark_error
-from odfproj.engine.types import arrow_schema_from_spark
+from odfproj.engine.types import arrow_schema_from_spark, spark_type_from_arrow
 from odfproj.errors import EngineError, OdfprojError
 from odfproj.ingest.errors import IngestError, UnsupportedSourceError, source_label
 from odfproj.ingest.fetch import POLLING_SOURCE_NAME, FetchedItem, fetch, ingested_glob_files
@@ -83,13 +87,11 @@ from odfproj.odf.data_schema import (
     event_time_column,
     watermark_of,
 )
-from odfproj.odf.multiformats import Multihash
 from odfproj.odf.schema_diff import DropColumn, RetypeColumn, diff_columns, nullable_throughout
 from odfproj.odf.timestamps import to_utc
 from odfproj.state.frames import advance_state_index, read_current_state, read_history
-from odfproj.storage.data_commit import commit_data, next_offset
+from odfproj.storage.data_commit import SliceFile, commit_data, next_offset
 from odfproj.storage.dataset import Dataset
-from odfproj.storage.hashing import LOGICAL_HASH_CODEC, logical_digest_table
 from odfproj.storage.projection import ChainProjection
 
 if TYPE_CHECKING:
@@ -128,6 +130,8 @@ class CommittedItem:
     head: str
     #: Whether a SetDataSchema was committed before the AddData.
     schema_changed: bool = False
+    #: AddData blocks committed: one per data slice (a batch over the records-per-file limit has several).
+    data_blocks: int = 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,7 +150,7 @@ class IngestResult:
 
     @property
     def blocks_added(self) -> int:
-        return sum(2 if i.schema_changed else 1 for i in self.items)
+        return sum(i.data_blocks + (1 if i.schema_changed else 0) for i in self.items)
 
     @property
     def up_to_date(self) -> bool:
@@ -296,8 +300,8 @@ def bad_rows_described(engine: SparkEngine, read: model.ReadStep, path: Path, wh
 def materialize_read(strategy: model.MergeStrategy) -> bool:
     """Whether to materialise the read: yes for Ledger and Snapshot (they use the batch twice), not for Append.
 
-    A lazily read batch is parsed once, while the commit converts it to Arrow (measured: about a
-    quarter of the time of an Append ingest is the extra pass); read errors then surface there,
+    A lazily read batch is parsed once, while the commit pins the numbered records in a checkpoint
+    (measured: about a quarter of the time of an Append ingest is the extra pass); read errors then surface there,
     still naming the dataset, source and file.
     """
     return not isinstance(strategy, model.MergeStrategyAppend)
@@ -375,23 +379,19 @@ def commit_batch(
                 compare_event_time=from_data,
                 state=state,
             )
-        arrow = records.toArrow()
-        user_types = arrow_schema_from_spark(records.schema)
-        table = _with_system_columns(arrow, user_types, projection, stamp, vocab)
-        table, new_schema = _fit_schema(table, projection.arrow_schema, where)
-    count = table.num_rows
-    watermark = _new_watermark(projection.watermark, table.column(vocab.event_time))
-    prev_state = projection.source_states.get(source)
-    if count == 0 and source_state in (None, prev_state) and watermark == projection.watermark:
-        return None
-    data_file = work_dir / f"slice-{os.urandom(6).hex()}.parquet" if count else None
+        final, new_schema = _fit_schema(_new_data_schema(records, vocab), projection.arrow_schema, where)
+        numbered = number_rows(
+            records, OFFSET, next_offset(projection), _batch_aggregates(records, final, vocab)
+        )
+        count = numbered.count
+        _check_not_null(numbered, final, vocab, where)
+        watermark = _new_watermark(projection.watermark, numbered, records)
+        prev_state = projection.source_states.get(source)
+        if count == 0 and source_state in (None, prev_state) and watermark == projection.watermark:
+            return None
+        out = _laid_out(numbered, final, vocab, stamp)
+        written = write_slices(numbered, out, work_dir, engine.rows_per_file, offset_column=vocab.offset)
     try:
-        known_hash = None
-        if data_file is not None:
-            pq.write_table(table, data_file)
-            # Hashed from memory (one pass less over the data); commit_data falls back to the file's
-            # own hash if the stored copy disagrees.
-            known_hash = Multihash(LOGICAL_HASH_CODEC, logical_digest_table(table))
         add_data = model.AddData(
             new_checkpoint=projection.last_checkpoint,
             new_watermark=watermark,
@@ -402,14 +402,12 @@ def commit_batch(
             projection,
             add_data,
             system_time=stamp,
-            data_file=data_file,
-            records=count,
             schema=new_schema,
-            known_logical_hash=known_hash,
+            slices=[SliceFile(w.path, w.count) for w in written],
         )
     finally:
-        if data_file is not None:
-            data_file.unlink(missing_ok=True)
+        for w in written:
+            shutil.rmtree(w.path.parent, ignore_errors=True)
     if key:
         advance_state_index(dataset, key, index)
     return CommittedItem(
@@ -417,6 +415,7 @@ def commit_batch(
         records=count,
         head=head.to_multibase(),
         schema_changed=new_schema is not None,
+        data_blocks=max(1, len(written)),
     )
 
 
@@ -488,46 +487,36 @@ def primary_key(strategy: model.MergeStrategy) -> tuple[str, ...]:
     return ()
 
 
-# --- Arrow side ----------------------------------------------------------------------------------
+# --- the records' layout: decided on schemas, applied in Spark ---------------------------------------
 
 
-def _with_system_columns(
-    records: pa.Table, user_types: pa.Schema, projection: ChainProjection, stamp: datetime, vocab: Vocab
-) -> pa.Table:
-    """``offset, op, system_time, event_time`` then the user columns, with the exact ODF types."""
-    count = records.num_rows
-    first = next_offset(projection)
-    millis = int(stamp.timestamp() * 1000)
-    arrays: list[pa.Array | pa.ChunkedArray] = [
-        pa.array(np.arange(first, first + count, dtype=np.int64), pa.int64()),
-        records.column(OP).cast(pa.int32()),
-        pa.array(np.full(count, millis, dtype=np.int64), pa.int64()).cast(TIMESTAMP_TYPE),
-        event_time_column(records.column(EVENT_TIME)),
-    ]
+def _new_data_schema(records: DataFrame, vocab: Vocab) -> pa.Schema:
+    """``offset, op, system_time, event_time`` then the user columns, with the exact ODF types.
+
+    System columns are NOT NULL (event time excepted); user columns are nullable whatever Spark infers,
+    so a later batch with nulls fits the same schema.
+    """
+    user_types = arrow_schema_from_spark(records.schema)
+    event_time = event_time_column(pa.array([], user_types.field(EVENT_TIME).type)).type
     fields = [
         pa.field(vocab.offset, pa.int64(), nullable=False),
         pa.field(vocab.op, pa.int32(), nullable=False),
         pa.field(vocab.system_time, TIMESTAMP_TYPE, nullable=False),
-        pa.field(vocab.event_time, arrays[3].type),
+        pa.field(vocab.event_time, event_time),
     ]
-    for f in user_types:
-        if f.name in (OP, EVENT_TIME):
-            continue
-        column = records.column(f.name)
-        arrays.append(column if column.type == f.type else column.cast(f.type, safe=False))
-        fields.append(pa.field(f.name, f.type, nullable=True))
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+    fields += [f.with_nullable(True) for f in user_types if f.name not in (OP, EVENT_TIME)]
+    return pa.schema(fields)
 
 
-def _fit_schema(table: pa.Table, existing: pa.Schema | None, where: str) -> tuple[pa.Table, pa.Schema | None]:
-    """``table`` laid out as the dataset's schema (plus new columns); the schema to commit if it is new.
+def _fit_schema(new: pa.Schema, existing: pa.Schema | None, where: str) -> tuple[pa.Schema, pa.Schema | None]:
+    """The schema to write new data with: the dataset's (plus new columns); the schema to commit if it is new.
 
     What the new data may change is :func:`odfproj.odf.schema_diff.diff_columns`'s rule; a column it
-    lacks is written as nulls when the schema allows them.
+    lacks is written as nulls when the schema allows them (:func:`_laid_out`).
     """
     if existing is None:
-        return table, table.schema
-    for op in diff_columns(existing, table.schema).breaking:
+        return new, new
+    for op in diff_columns(existing, new).breaking:
         if isinstance(op, RetypeColumn):
             raise IngestError(
                 f"{where}: column {op.name!r} is {op.new} in the new data but {op.old} in the dataset's "
@@ -537,36 +526,87 @@ def _fit_schema(table: pa.Table, existing: pa.Schema | None, where: str) -> tupl
             raise IngestError(
                 f"{where}: the new data {op.describe()}; rename it in the read schema or preprocess"
             )
-    names = table.schema.names
-    arrays: list[pa.ChunkedArray] = []
+    names = new.names
     for f in existing:
         if f.name in names:
-            column = table.column(f.name)
-            if not column.type.equals(f.type):  # they differ in nested nullability only
-                if not nullable_throughout(f.type).equals(f.type):
-                    raise IngestError(
-                        f"{where}: column {f.name!r} is {column.type} in the new data but {f.type} in the "
-                        "dataset's schema, which allows no nulls inside it"
-                    )
-                column = column.cast(f.type)  # into a type that allows nulls everywhere: cannot fail
-        elif f.nullable:
-            column = pa.chunked_array([pa.nulls(table.num_rows, f.type)])
-        else:
+            column_type = new.field(f.name).type
+            # They may differ in nested nullability only: casting into a type that allows nulls
+            # everywhere cannot fail.
+            if not column_type.equals(f.type) and not nullable_throughout(f.type).equals(f.type):
+                raise IngestError(
+                    f"{where}: column {f.name!r} is {column_type} in the new data but {f.type} in the "
+                    "dataset's schema, which allows no nulls inside it"
+                )
+        elif not f.nullable:
             raise IngestError(f"{where}: the new data has no column {f.name!r}, which the dataset requires")
-        if not f.nullable and column.null_count:
-            raise IngestError(f"{where}: column {f.name!r} is NOT NULL but the new data has nulls in it")
-        arrays.append(column)
-    added = [table.schema.field(n) for n in names if existing.get_field_index(n) < 0]
+    added = [new.field(n) for n in names if existing.get_field_index(n) < 0]
     schema = pa.schema([*existing, *added])
-    out = pa.Table.from_arrays([*arrays, *(table.column(f.name) for f in added)], schema=schema)
-    return out, (schema if added else None)
+    return schema, (schema if added else None)
 
 
-def _new_watermark(previous: datetime | None, event_times: pa.ChunkedArray) -> datetime | None:
-    latest = watermark_of(pc.max(event_times).as_py()) if len(event_times) else None
-    if latest is None:
+#: Per-partition aggregates of a batch (see ``number_rows``): the latest event time, nulls per column.
+_LATEST = "latest"
+_NULLS = "nulls:"
+
+
+def _batch_aggregates(records: DataFrame, final: pa.Schema, vocab: Vocab) -> dict[str, Column]:
+    """The latest event time (epoch days for a date, milliseconds otherwise) and the nulls in NOT NULL columns."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    event_time = _col(EVENT_TIME)
+    if isinstance(records.schema[EVENT_TIME].dataType, T.DateType):
+        latest = F.max(F.unix_date(event_time))
+    else:
+        latest = F.max(F.unix_millis(event_time.cast("timestamp")))
+    checks = {_LATEST: latest}
+    system = {vocab.offset, vocab.op, vocab.system_time}
+    for f in final:
+        if not f.nullable and f.name not in system and f.name in records.columns:
+            checks[_NULLS + f.name] = F.sum(F.when(_col(f.name).isNull(), 1).otherwise(0))
+    return checks
+
+
+def _check_not_null(numbered: Numbered, final: pa.Schema, vocab: Vocab, where: str) -> None:
+    for f in final:
+        if any(row.get(_NULLS + f.name) for row in numbered.per_partition):
+            raise IngestError(f"{where}: column {f.name!r} is NOT NULL but the new data has nulls in it")
+
+
+def _new_watermark(previous: datetime | None, numbered: Numbered, records: DataFrame) -> datetime | None:
+    from pyspark.sql import types as T
+
+    values = [row[_LATEST] for row in numbered.per_partition if row[_LATEST] is not None]
+    if not values:
         return previous
+    if isinstance(records.schema[EVENT_TIME].dataType, T.DateType):
+        latest = watermark_of(date(1970, 1, 1) + timedelta(days=max(values)))
+    else:
+        latest = datetime.fromtimestamp(0, UTC) + timedelta(milliseconds=max(values))
     return latest if previous is None or latest > previous else previous
+
+
+def _laid_out(numbered: Numbered, final: pa.Schema, vocab: Vocab, stamp: datetime) -> DataFrame:
+    """The numbered records as the file stores them: ``final``'s columns, names and types, cast in Spark."""
+    from pyspark.sql import functions as F
+
+    present = set(numbered.frame.columns)
+    sources = {
+        vocab.offset: _col(OFFSET),
+        vocab.op: _col(OP),
+        vocab.system_time: F.lit(stamp.astimezone(UTC)),
+        vocab.event_time: _col(EVENT_TIME),
+    }
+    columns = []
+    for f in final:
+        value = sources.get(f.name)
+        if value is None:
+            value = _col(f.name) if f.name in present else F.lit(None)
+        value = value.cast(spark_type_from_arrow(f.type))
+        if f.nullable:
+            value = nullable(value, numbered)
+        columns.append(value.alias(f.name))
+    return numbered.frame.select(*columns)
 
 
 # --- helpers -------------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ fail with ``HeadMovedError`` instead of interleaving.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -20,13 +21,20 @@ from odfproj.odf import model
 from odfproj.odf.arrow_schema import encode_arrow_schema
 from odfproj.odf.multiformats import Multihash
 from odfproj.storage.dataset import Dataset
-from odfproj.storage.errors import IntegrityError
 from odfproj.storage.objects import logical_hash, physical_hash
 from odfproj.storage.projection import ChainProjection
 
-__all__ = ["DataEvent", "commit_data", "next_offset"]
+__all__ = ["DataEvent", "SliceFile", "commit_data", "next_offset"]
 
 DataEvent = model.AddData | model.ExecuteTransform
+
+
+@dataclass(frozen=True)
+class SliceFile:
+    """One data file of a batch and how many records it holds (their offsets follow the previous file's)."""
+
+    path: Path
+    records: int
 
 
 def next_offset(projection: ChainProjection) -> int:
@@ -43,48 +51,71 @@ def commit_data(
     data_file: Path | None = None,
     records: int = 0,
     schema: pa.Schema | None = None,
-    known_logical_hash: Multihash | None = None,
+    slices: Sequence[SliceFile] = (),
 ) -> Multihash:
     """Append ``event`` (and a SetDataSchema if needed) after ``projection``'s head; the new head.
 
     ``event`` carries what only its caller knows (source state, query inputs, watermark, checkpoint);
     ``prevOffset``, ``prevCheckpoint`` and ``newData`` are set here. ``data_file`` holds ``records``
     records numbered from :func:`next_offset` (none: a data-less event). ``schema`` is the records' data
-    schema. ``known_logical_hash`` is a hash the caller computed from memory (one pass less over the
-    data); if the stored copy disagrees, the file's own hash is used.
+    schema. Both hashes are streamed from the file (``storage.hashing``), never from rows in memory.
+
+    ``slices`` is a batch cut into several files (the records-per-file limit): one block per file, in
+    one atomic append, each a copy of ``event`` with its own ``newData`` and ``prevOffset``, so a reader
+    sees consecutive offsets and cannot tell how the batch was cut. Only ``AddData`` may be cut: an
+    ``ExecuteTransform`` names its inputs' new blocks once.
     """
-    events: list[model.MetadataEvent] = []
+    if slices and data_file is not None:
+        raise ValueError("commit_data takes slices or data_file, not both")
+    if data_file is not None:
+        slices = [SliceFile(data_file, records)]
+    if not isinstance(event, model.AddData) and len(slices) > 1:
+        raise ValueError("only an AddData batch may be cut into several slices")
+    return _commit_slices(dataset, projection, event, system_time, [s for s in slices if s.records], schema)
+
+
+def _schema_events(projection: ChainProjection, schema: pa.Schema | None) -> list[model.MetadataEvent]:
+    """A SetDataSchema when ``schema`` is not the dataset's (first data, or added columns)."""
     if schema is not None and (projection.arrow_schema is None or not schema.equals(projection.arrow_schema)):
-        events.append(model.SetDataSchema(schema=encode_arrow_schema(schema)))
-    new_data = None
-    if data_file is not None and records:
-        start = next_offset(projection)
-        new_data = model.DataSlice(
-            logical_hash=known_logical_hash or logical_hash(data_file),
-            physical_hash=physical_hash(data_file),
-            offset_interval=model.OffsetInterval(start=start, end=start + records - 1),
-            size=data_file.stat().st_size,
-        )
+        return [model.SetDataSchema(schema=encode_arrow_schema(schema))]
+    return []
+
+
+def _commit_slices(
+    dataset: Dataset,
+    projection: ChainProjection,
+    event: DataEvent,
+    system_time: datetime,
+    slices: list[SliceFile],
+    schema: pa.Schema | None,
+) -> Multihash:
+    events: list[model.MetadataEvent] = _schema_events(projection, schema)
     checkpoint = projection.last_checkpoint
-    event = replace(
-        event,
-        prev_offset=projection.last_offset,
-        prev_checkpoint=checkpoint.physical_hash if checkpoint else None,
-        new_data=new_data,
-    )
-    stored_file = data_file if new_data is not None else None
-
-    def append(final: DataEvent) -> Multihash:
-        return dataset.append(
-            [*events, final], expected_head=projection.head, system_time=system_time, data_file=stored_file
+    prev_offset = projection.last_offset
+    data_events: list[DataEvent] = []
+    for piece in slices or [None]:
+        new_data = None
+        if piece is not None:
+            start = 0 if prev_offset is None else prev_offset + 1
+            new_data = model.DataSlice(
+                logical_hash=logical_hash(piece.path),
+                physical_hash=physical_hash(piece.path),
+                offset_interval=model.OffsetInterval(start=start, end=start + piece.records - 1),
+                size=piece.path.stat().st_size,
+            )
+        data_events.append(
+            replace(
+                event,
+                prev_offset=prev_offset,
+                prev_checkpoint=checkpoint.physical_hash if checkpoint else None,
+                new_data=new_data,
+            )
         )
-
-    try:
-        return append(event)
-    except IntegrityError:
-        if new_data is None or stored_file is None or known_logical_hash is None:
-            raise
-        from_file = replace(new_data, logical_hash=logical_hash(stored_file))
-        if from_file == new_data:
-            raise
-        return append(replace(event, new_data=from_file))
+        if new_data is not None:
+            prev_offset = new_data.offset_interval.end
+    return dataset.append(
+        [*events, *data_events],
+        expected_head=projection.head,
+        system_time=system_time,
+        data_files=[s.path for s in slices],
+    )

@@ -240,6 +240,7 @@ class Dataset:
         data_file: Path | None = None,
         checkpoint_file: Path | None = None,
         timeout: float | None = None,
+        data_files: Sequence[Path] = (),
     ) -> Multihash:
         """Append ``events`` as consecutive blocks in one atomic transaction; returns the new head.
 
@@ -249,12 +250,17 @@ class Dataset:
         ``data_file``/``checkpoint_file`` are the files described by the ``newData``/``newCheckpoint``
         of the last event that has one; they are copied in and their hashes and sizes checked. Other
         ``newData``/``newCheckpoint`` must name files the dataset already holds.
+        ``data_files`` is the form for a batch cut into several slices: the files of the last
+        ``len(data_files)`` events with ``newData``, in event order (give ``data_file`` or ``data_files``).
         ``system_time`` defaults to now, but never earlier than the head's (clock skew must not make
         appends fail); an explicit earlier time is an error. ``timeout`` is how long to wait for the
         dataset lock.
         """
         if not events:
             raise InvalidValueError("append needs at least one event")
+        if data_file is not None and data_files:
+            raise InvalidValueError("append takes data_file or data_files, not both")
+        files = [data_file] if data_file is not None else list(data_files)
         for event in events:
             if model.VARIANT_OF.get(type(event), ("",))[0] != "MetadataEvent":
                 raise InvalidValueError(f"append takes metadata events, got {type(event).__name__}")
@@ -296,7 +302,7 @@ class Dataset:
                 blocks.append((block_hash, data, block))
                 previous = block_hash
             with Transaction(self.layout) as tx:
-                self._stage_objects(tx, [b for _, _, b in blocks], data_file, checkpoint_file)
+                self._stage_objects(tx, [b for _, _, b in blocks], files, checkpoint_file)
                 for block_hash, data, _ in blocks:
                     tx.publish_as(
                         tx.stage_bytes(data, block_hash.to_multibase()), self.layout.block_path(block_hash)
@@ -310,17 +316,17 @@ class Dataset:
         self,
         tx: Transaction,
         blocks: list[model.MetadataBlock],
-        data_file: Path | None,
+        data_files: list[Path],
         checkpoint_file: Path | None,
     ) -> None:
         """Stage and check the given files; require every other referenced file to be present."""
         kinds = (
-            ("data", "newData", "data_file", data_file, self.layout.data_path, data_file_problem),
+            ("data", "newData", "data_file", data_files, self.layout.data_path, data_file_problem),
             (
                 "checkpoint",
                 "newCheckpoint",
                 "checkpoint_file",
-                checkpoint_file,
+                [checkpoint_file] if checkpoint_file is not None else [],
                 self.layout.checkpoint_path,
                 checkpoint_file_problem,
             ),
@@ -331,16 +337,20 @@ class Dataset:
                 for b in blocks
                 if isinstance(b.event, DATA_EVENTS) and getattr(b.event, _ATTRIBUTE[field]) is not None
             ]
-            if given is not None:
-                if not described:
-                    raise InvalidValueError(f"dataset {self.name}: {argument} given but no event has {field}")
-                seq, expected = described.pop()
-                staged = tx.stage_copy(Path(given), kind)
+            if len(given) > len(described):
+                raise InvalidValueError(
+                    f"dataset {self.name}: {len(given)} {kind} file(s) given but only {len(described)} "
+                    f"event(s) have {field}"
+                )
+            matched = described[len(described) - len(given) :]
+            del described[len(described) - len(given) :]
+            for i, (path_given, (seq, expected)) in enumerate(zip(given, matched, strict=True)):
+                staged = tx.stage_copy(Path(path_given), kind if i == 0 else f"{kind}-{i}")
                 problem = check(staged, expected)
                 if problem:
                     raise IntegrityError(
-                        f"dataset {self.name}: {kind} file {given} does not match {field} of block {seq}: "
-                        f"{problem}"
+                        f"dataset {self.name}: {kind} file {path_given} does not match {field} of block "
+                        f"{seq}: {problem}"
                     )
                 tx.publish_as(staged, locate(expected.physical_hash))
             for seq, expected in described:

@@ -13,6 +13,7 @@ signed count of each row in the new result minus its count in the stored state.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,11 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from odfproj.engine.errors import InvalidQueryError
-from odfproj.engine.spark import SparkEngine, write_parquet_file
-from odfproj.engine.types import arrow_schema_from_spark
+from odfproj.engine.slices import nullable, number_rows, write_slices
+from odfproj.engine.spark import SparkEngine
+from odfproj.engine.types import arrow_schema_from_spark, spark_type_from_arrow
 from odfproj.odf import data_schema, model
 from odfproj.odf.data_schema import EVENT_TIME, OP, SYSTEM_COLUMNS, Op, Vocab
 from odfproj.odf.schema_diff import diff_columns, diff_schemas
@@ -33,6 +34,9 @@ from odfproj.transform.errors import TransformError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
+
+#: The numbering column while records are ordered (a user column may be called ``offset`` under a SetVocab).
+_OFFSET = "__odfproj_offset"
 
 __all__ = [
     "WrittenChanges",
@@ -239,33 +243,42 @@ def write_changes(
     Order: retractions before appends, then ``event_time``, then every user column (ascending, nulls
     first). Rows that tie are identical, so the file's content does not depend on Spark's partitioning.
     The file gets the schema of :func:`output_schema` (``declared``: the derivative's data schema, if it
-    has one), its system columns named by ``vocab``. Nothing is written when there are no changes.
+    has one), its system columns named by ``vocab``, cast in Spark before a Spark task writes it: no
+    record reaches the driver. Nothing is written when there are no changes.
     """
-    vocab = vocab or Vocab()
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    vocab = vocab or Vocab()
     data_columns = [c for c in changes.columns if c not in SYSTEM_COLUMNS]
     order = [
         _col(OP).desc(),
         _col(EVENT_TIME).asc_nulls_first(),
         *(_sort_key(changes, c) for c in data_columns),
     ]
-    # One window over one partition: its output is already in offset order.
-    window = Window.orderBy(*order)
-    out = changes.select(
-        (F.row_number().over(window) - 1 + F.lit(next_offset)).cast("long").alias(vocab.offset),
-        _col(OP).alias(vocab.op),
-        F.lit(_utc_literal(system_time)).cast("timestamp").alias(vocab.system_time),
-        _col(EVENT_TIME).alias(vocab.event_time),
-        *(_col(c) for c in data_columns),
-    )
-    count = write_parquet_file(out, path, skip_empty=True)
-    if not count:
+    # A distributed sort, numbered by per-partition counts (engine.slices): no single-partition window.
+    numbered = number_rows(changes.orderBy(*order), _OFFSET, next_offset)
+    if not numbered.count:
         return WrittenChanges(0, None)
-    table = pq.read_table(path)
-    schema = output_schema(table.schema.remove_metadata(), declared, vocab)
-    if not table.schema.remove_metadata().equals(schema):
-        table = table.select(schema.names).cast(schema)
-        pq.write_table(table, path)
-    return WrittenChanges(count, schema)
+    sources = {
+        vocab.offset: _col(_OFFSET),
+        vocab.op: _col(OP),
+        vocab.system_time: F.lit(_utc_literal(system_time)).cast("timestamp"),
+        vocab.event_time: _col(EVENT_TIME),
+        **{c: _col(c) for c in data_columns},
+    }
+    spark_schema = numbered.frame.select(*(value.alias(name) for name, value in sources.items())).schema
+    schema = output_schema(arrow_schema_from_spark(spark_schema, system_columns=False), declared, vocab)
+    columns = []
+    for f in schema:
+        value = sources[f.name].cast(spark_type_from_arrow(f.type))
+        columns.append((nullable(value, numbered) if f.nullable else value).alias(f.name))
+    folder = Path(path).parent
+    folder.mkdir(parents=True, exist_ok=True)
+    (written,) = write_slices(
+        numbered, numbered.frame.select(*columns), folder, 0, offset_column=vocab.offset
+    )
+    try:
+        written.path.replace(path)
+    finally:
+        shutil.rmtree(written.path.parent, ignore_errors=True)
+    return WrittenChanges(written.count, schema)

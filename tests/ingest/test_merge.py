@@ -361,19 +361,20 @@ def test_same_inputs_give_the_same_records_in_the_same_order(spark) -> None:
     assert records(merge(snapshot, shuffled, history.repartition(3))) == first
 
 
-def test_output_is_one_sorted_partition_that_numbers_offsets_in_order(spark) -> None:
-    """The contract the caller relies on: ``monotonically_increasing_id`` gives offsets 0..n-1 in order."""
-    from pyspark.sql import functions as F
+def test_output_is_sorted_across_partitions_and_numbers_offsets_in_order(spark) -> None:
+    """The contract the caller relies on: ``number_rows`` gives offsets 0..n-1 in the merge's order."""
+    from odfproj.engine.slices import number_rows
 
     history = changelog(spark, [("+A", i, "x", i, "01") for i in range(0, 40, 2)]).repartition(3)
     batch = frame(spark, [(i, "y" if i % 4 == 0 else "x", i, "02") for i in range(30, 0, -1)]).repartition(3)
     out = merge_snapshot(batch, history, ["id"])
-    assert out.rdd.getNumPartitions() == 1
-    numbered = out.select(F.monotonically_increasing_id().alias("offset"), "op", "id").collect()
-    assert [r.offset for r in numbered] == list(range(len(numbered)))
-    keys = [(r.id, r.op) for r in numbered]
+    numbered = number_rows(out, "offset", 0)
+    assert numbered.count == out.count()
+    rows = numbered.frame.select("offset", "op", "id").collect()
+    assert sorted(r.offset for r in rows) == list(range(len(rows)))
+    keys = [(r.id, r.op) for r in sorted(rows, key=lambda r: r.offset)]
     assert keys == sorted(keys)
-    assert {r.op for r in numbered} == {int(op) for op in Op}
+    assert {r.op for r in rows} == {int(op) for op in Op}
 
 
 # --- current_state -------------------------------------------------------------------------------

@@ -6,13 +6,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
+from odfproj.errors import InvalidValueError
 from odfproj.odf import model
 from odfproj.odf.arrow_schema import decode_arrow_schema
-from odfproj.odf.multiformats import Multihash
-from odfproj.storage.data_commit import commit_data
+from odfproj.storage.data_commit import SliceFile, commit_data
 from odfproj.storage.dataset import Dataset
-from odfproj.storage.hashing import LOGICAL_HASH_CODEC
+from odfproj.storage.objects import logical_hash
 from odfproj.storage.projection import ChainProjection
 from odfproj.storage.slices import data_as_of, data_slices
 from tests.storage.helpers.chains import (
@@ -68,22 +69,53 @@ def test_a_commit_continues_the_chain_and_adds_a_schema_only_when_it_changed(
     wider = schema_with(("value", pa.string()), ("n", pa.int64()))
     p = root.projection()
     path = write_slice(scratch / "b.parquet", wider, 5, 1)
-    wrong = Multihash(LOGICAL_HASH_CODEC, bytes(32))  # a hash from memory that the file disproves
-    head = commit_data(
-        root,
-        p,
-        event,
-        system_time=later(p),
-        data_file=path,
-        records=1,
-        schema=wider,
-        known_logical_hash=wrong,
-    )
+    head = commit_data(root, p, event, system_time=later(p), data_file=path, records=1, schema=wider)
     kinds = [type(b.event).__name__ for _, b in list(root.iter_blocks())[:2]]
     assert kinds == ["AddData", "SetDataSchema"]
-    assert root.get_block(head).event.new_data.logical_hash != wrong
+    assert root.get_block(head).event.new_data.logical_hash == logical_hash(path)
     assert root.projection().arrow_schema == wider
 
     p = root.projection()
     head = commit_data(root, p, model.AddData(new_watermark=BASE_TIME), system_time=later(p))
     assert root.get_block(head).event.new_data is None and root.get_block(head).event.prev_offset == 5
+
+
+def test_a_batch_of_several_slices_is_one_transaction_of_one_block_each(
+    root: Dataset, writer: Writer, scratch: Path
+) -> None:
+    writer.add_data(2)
+    p = root.projection()
+    pieces = [
+        SliceFile(write_slice(scratch / f"{i}.parquet", DEFAULT_SCHEMA, start, n), n)
+        for i, (start, n) in enumerate([(2, 3), (5, 3), (8, 1)])
+    ]
+    source = model.SourceState(source_name="s", kind="odf/etag", value="v1")
+    event = model.AddData(new_watermark=BASE_TIME, new_source_state=source)
+    head = commit_data(root, p, event, system_time=later(p), slices=pieces)
+    new_blocks = [b for _, b in root.iter_blocks()][:3][::-1]
+    assert [b.event.new_data.offset_interval for b in new_blocks] == [
+        model.OffsetInterval(start=2, end=4),
+        model.OffsetInterval(start=5, end=7),
+        model.OffsetInterval(start=8, end=8),
+    ]
+    assert [b.event.prev_offset for b in new_blocks] == [1, 4, 7]
+    assert {b.system_time for b in new_blocks} == {later(p)}
+    assert all(b.event.new_source_state == source for b in new_blocks)
+    assert root.head() == head and [(s.start, s.end) for s in data_slices(root)][1:] == [
+        (2, 4),
+        (5, 7),
+        (8, 8),
+    ]
+
+    # A transform's update is never cut; more files than data events leave the dataset as it was.
+    p = root.projection()
+    extra = write_slice(scratch / "x.parquet", DEFAULT_SCHEMA, 9, 1)
+    with pytest.raises(ValueError, match="only an AddData"):
+        commit_data(root, p, model.ExecuteTransform(query_inputs=()), system_time=later(p), slices=pieces)
+    with pytest.raises(InvalidValueError, match="2 data file"):
+        root.append(
+            [model.AddData(prev_offset=8, new_watermark=BASE_TIME)],
+            system_time=later(p),
+            data_files=[extra, extra],
+        )
+    assert root.head() == head

@@ -1,0 +1,235 @@
+"""Numbering records and writing them as data slices, all in Spark tasks: nothing passes through the driver.
+
+Ingest and transforms both end with records in *offset order* (partitions in order, rows in order
+within each) that need dense offsets from ``first`` on and must land in Parquet files of at most
+``rows_per_file`` records each, every file holding consecutive offsets (one data slice per block).
+
+Why it is done this way:
+
+- **No single-partition window.** ``row_number()`` over an unpartitioned window moves every row into
+  one task. Instead the ordered records are pinned with ``localCheckpoint`` (so a recomputation cannot
+  re-split them: a range partitioning's bounds come from sampling), one small job counts the rows of
+  each partition, the driver takes the prefix sums of those few numbers, and every row's offset is
+  ``monotonically_increasing_id()`` (partition id << 33 plus its row number in the partition) shifted by
+  its partition's base. The offsets depend only on the order, never on how Spark split the rows.
+- **Files cut on a fixed grid.** File ``k`` holds offsets ``first + k*rows_per_file`` onwards, whatever
+  the partitioning: records are range-partitioned on ``k`` (equal keys never split) and written with
+  ``maxRecordsPerFile = rows_per_file``, so only the last file is short and every cut falls on the grid.
+  A batch that fits one file is written by one task from the checkpoint (no shuffle).
+- **Declared types.** Columns are cast in Spark to the types the caller declares before writing; the
+  system columns are non-null and every other column is nullable (see :func:`nullable`).
+
+Only the DataFrame API is used (no RDDs, no py4j), so the same code runs on Spark Connect.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.parquet as pq
+
+from odfproj.errors import EngineError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+__all__ = [
+    "DEFAULT_ROWS_PER_FILE",
+    "ROWS_PER_FILE_KEY",
+    "Numbered",
+    "WrittenSlice",
+    "nullable",
+    "number_rows",
+    "rows_per_file",
+    "write_slices",
+]
+
+#: The ``spark_conf`` key that caps the records of one data file (Spark's own name for the same limit).
+ROWS_PER_FILE_KEY = "spark.sql.files.maxRecordsPerFile"
+#: Records per data file when a target does not say: big enough that everyday batches are one block,
+#: small enough that a large batch is written by several tasks at once.
+DEFAULT_ROWS_PER_FILE = 1_000_000
+
+_PARTITION = "__odfproj_partition"
+_FILE = "__odfproj_file"
+_COUNT = "__odfproj_count"
+#: ``monotonically_increasing_id()`` puts the partition index above bit 33.
+_PARTITION_SHIFT = 33
+
+
+def rows_per_file(conf: Mapping[str, str]) -> int:
+    """The records-per-file limit a Spark conf asks for (0 or less: no limit); the default if unset."""
+    value = conf.get(ROWS_PER_FILE_KEY)
+    if value is None or not str(value).strip():
+        return DEFAULT_ROWS_PER_FILE
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise EngineError(f"{ROWS_PER_FILE_KEY}: {value!r} is not a whole number of records") from None
+
+
+@dataclass(frozen=True)
+class Numbered:
+    """Records with their ``offset`` column, pinned in a checkpoint; ``count`` of them from ``first``.
+
+    ``per_partition`` holds, for each non-empty partition, the values of the aggregates the caller
+    asked :func:`number_rows` for (combining them is the caller's business: a max of maxes, a sum).
+    """
+
+    frame: DataFrame
+    offset_column: str
+    first: int
+    count: int
+    per_partition: tuple[Mapping[str, Any], ...] = ()
+
+
+def _offset_deltas(counts: dict[int, int], first: int) -> dict[int, int]:
+    """Per partition: what to add to ``monotonically_increasing_id()`` to get the row's offset."""
+    deltas = {}
+    base = first
+    for partition in sorted(counts):
+        deltas[partition] = base - (partition << _PARTITION_SHIFT)
+        base += counts[partition]
+    return deltas
+
+
+def number_rows(
+    records: DataFrame, offset_column: str, first: int, aggregates: Mapping[str, Column] | None = None
+) -> Numbered:
+    """``records`` (in offset order) with a dense ``offset_column`` from ``first`` as the first column.
+
+    Two Spark jobs: the checkpoint (the records' own computation) and the per-partition count, which
+    also computes ``aggregates`` (name -> aggregate expression) per partition; the driver receives
+    one row per non-empty partition.
+    """
+    from pyspark.sql import functions as F
+
+    aggregates = dict(aggregates or {})
+    stable = records.localCheckpoint(eager=True)
+    rows = (
+        stable.groupBy(F.spark_partition_id().alias(_PARTITION))
+        .agg(F.count(F.lit(1)).alias(_COUNT), *(value.alias(name) for name, value in aggregates.items()))
+        .collect()
+    )
+    counts = {int(row[_PARTITION]): int(row[_COUNT]) for row in rows}
+    values = tuple({name: row[name] for name in aggregates} for row in rows)
+    total = sum(counts.values())
+    deltas = _offset_deltas(counts, first)
+    if deltas:
+        table = F.create_map(*[F.lit(v) for pair in sorted(deltas.items()) for v in pair])
+        delta = F.element_at(table, F.spark_partition_id())
+    else:
+        delta = F.lit(0)
+    # coalesce: element_at may be null to Spark's eyes; an offset column is NOT NULL.
+    offset = F.coalesce(F.monotonically_increasing_id() + delta, F.lit(-1)).cast("long").alias(offset_column)
+    return Numbered(stable.select(offset, "*"), offset_column, first, total, values)
+
+
+def nullable(value: Column, numbered: Numbered) -> Column:
+    """``value`` as a nullable column (Spark keeps a literal's NOT NULL into the file otherwise).
+
+    The condition is always true, but Spark cannot prove it, so the column's type allows nulls.
+    """
+    from pyspark.sql import functions as F
+
+    return F.when(F.col(numbered.offset_column) >= F.lit(numbered.first), value)
+
+
+@dataclass(frozen=True)
+class WrittenSlice:
+    """One Parquet file Spark wrote: ``count`` records with offsets ``first`` .. ``first + count - 1``."""
+
+    path: Path
+    first: int
+    count: int
+
+    @property
+    def last(self) -> int:
+        return self.first + self.count - 1
+
+
+def write_slices(
+    numbered: Numbered, out: DataFrame, folder: Path, limit: int, *, offset_column: str | None = None
+) -> list[WrittenSlice]:
+    """Write ``out`` (``numbered``'s frame, columns as they are to be stored) as files of <= ``limit`` records.
+
+    ``offset_column`` is the offset's name in ``out`` (default: as numbered). ``limit <= 0`` means one file. The files are left in a new folder under ``folder`` and returned in
+    offset order; an empty batch writes nothing. The caller removes the files.
+    """
+    from pyspark.sql import functions as F
+
+    if numbered.count == 0:
+        return []
+    target = Path(tempfile.mkdtemp(prefix="slices-", dir=folder))
+    written = target / "out"
+    name = offset_column or numbered.offset_column
+    offset = F.col("`" + name.replace("`", "``") + "`")
+    try:
+        if limit <= 0 or numbered.count <= limit:
+            # The option always, so a session-wide maxRecordsPerFile cannot cut the one file.
+            out.coalesce(1).write.mode("overwrite").option("maxRecordsPerFile", "0").parquet(str(written))
+        else:
+            files = -(-numbered.count // limit)
+            grid = F.floor((offset - F.lit(numbered.first)) / F.lit(limit)).cast("long")
+            cut = out.withColumn(_FILE, grid).repartitionByRange(files, F.col(_FILE))
+            cut = cut.sortWithinPartitions(offset).drop(_FILE)
+            cut.write.mode("overwrite").option("maxRecordsPerFile", str(limit)).parquet(str(written))
+        slices = _slices_of(sorted(written.glob("part-*.parquet")), name)
+        _check_grid(slices, numbered, limit)
+        named = []
+        for i, piece in enumerate(slices):
+            path = target / f"slice-{i:06d}-{uuid.uuid4().hex[:8]}.parquet"
+            piece.path.replace(path)
+            named.append(WrittenSlice(path, piece.first, piece.count))
+        shutil.rmtree(written, ignore_errors=True)
+        return named
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+
+
+def _slices_of(parts: list[Path], offset_column: str) -> list[WrittenSlice]:
+    """The non-empty part files with their first offset (the column's minimum, from the footer)."""
+    slices = []
+    for part in parts:
+        metadata = pq.ParquetFile(part).metadata
+        if metadata.num_rows == 0:
+            continue
+        index = metadata.schema.names.index(offset_column)
+        stats = [
+            metadata.row_group(g).column(index).statistics
+            for g in range(metadata.num_row_groups)
+            if metadata.row_group(g).num_rows
+        ]
+        first = min(int(s.min) for s in stats)
+        last = max(int(s.max) for s in stats)
+        if last - first + 1 != metadata.num_rows:
+            raise EngineError(
+                f"Spark wrote a data file with offsets {first}..{last} but {metadata.num_rows} records; "
+                "nothing was committed"
+            )
+        slices.append(WrittenSlice(part, first, metadata.num_rows))
+    return sorted(slices, key=lambda s: s.first)
+
+
+def _check_grid(slices: list[WrittenSlice], numbered: Numbered, limit: int) -> None:
+    """Every offset exactly once, files in a row, none over the limit: else Spark did not do as told."""
+    expected = numbered.first
+    for piece in slices:
+        if piece.first != expected or (limit > 0 and piece.count > limit):
+            raise EngineError(
+                f"Spark wrote a data file with offsets {piece.first}..{piece.last} where offset {expected} "
+                f"was due (at most {limit} records per file); nothing was committed"
+            )
+        expected = piece.last + 1
+    if expected != numbered.first + numbered.count:
+        raise EngineError(
+            f"Spark wrote offsets {numbered.first}..{expected - 1} of {numbered.first}.."
+            f"{numbered.first + numbered.count - 1}; nothing was committed"
+        )
