@@ -68,6 +68,10 @@ FILES_SHOWN = 20
 DATA_HEADING = "Data work `odfproj run` does after applying, in this order:"
 
 
+#: A derivative's mode when the plan did not check its query on the engine (it starts no JVM for that).
+MODE_UNKNOWN = "not known without the engine (the query was not checked in this plan); run decides it"
+
+
 def data_step_lines(step: DataStep) -> list[str]:
     """One data step: a head line, then what it reads (``#``) and its warnings (``!``)."""
     if isinstance(step, Ingest):
@@ -82,6 +86,7 @@ def data_step_lines(step: DataStep) -> list[str]:
     lines = [f"  transform {step.dataset}"]
     for inp in step.inputs:
         lines.append(f"    # input {inp.name}: {_input_status(inp)}")
+    lines.append(f"    # mode: {step.mode or MODE_UNKNOWN}")
     return lines
 
 

@@ -31,11 +31,12 @@ from odfproj.odf import data_schema, model
 from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_TIME, Vocab
 from odfproj.transform.errors import TransformError
 from odfproj.transform.execute import check_result, output_schema
+from odfproj.transform.modes import CheckedQuery, query_mode
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["EngineChecks", "derivative_output_schema", "query_checker", "state_schema"]
+__all__ = ["EngineChecks", "check_derivative_query", "query_checker", "state_schema"]
 
 
 def state_schema(data: pa.Schema) -> pa.Schema:
@@ -43,15 +44,16 @@ def state_schema(data: pa.Schema) -> pa.Schema:
     return pa.schema([f for f in data if f.name not in (OFFSET, OP, SYSTEM_TIME)])
 
 
-def derivative_output_schema(
+def check_derivative_query(
     engine: SparkEngine,
     transform: model.Transform,
     inputs: Mapping[str, pa.Schema],
     *,
     where: str,
     vocab: Vocab | None = None,
-) -> pa.Schema:
-    """The data schema of a derivative whose query is ``transform`` over inputs with these data schemas.
+) -> CheckedQuery:
+    """The data schema of a derivative whose query is ``transform`` over inputs with these data schemas,
+    and the query's execution mode (:mod:`odfproj.transform.modes`, from the same analysed plan).
 
     ``inputs`` maps each query alias to that input's data schema (system columns included, as in its
     ``SetDataSchema``). ``event_time_column`` is the derivative's ``SetVocab.eventTimeColumn``: the
@@ -64,14 +66,16 @@ def derivative_output_schema(
         for alias, schema in inputs.items():
             empty = scope.session.createDataFrame([], spark_schema_from_arrow(state_schema(schema)))
             scope.register(alias, empty)
-        result = check_result(scope.run(transform), where, vocab)
+        analysed = scope.run(transform)
+        mode = query_mode(transform, analysed)
+        result = check_result(analysed, where, vocab)
         _refuse_unstorable(result, where)
         columns = [EVENT_TIME, *(c for c in result.columns if c != EVENT_TIME)]
         user = arrow_schema_from_spark(result.select(*[f"`{c.replace('`', '``')}`" for c in columns]).schema)
     vocab = vocab or Vocab()
     system = data_schema.system_fields(vocab)[:3]
     user = pa.schema([user.field(0).with_name(vocab.event_time), *list(user)[1:]])
-    return output_schema(pa.schema([*system, *user]), None, vocab)
+    return CheckedQuery(output_schema(pa.schema([*system, *user]), None, vocab), mode)
 
 
 def _refuse_unstorable(result: DataFrame, where: str) -> None:
@@ -95,7 +99,7 @@ def _refuse_unstorable(result: DataFrame, where: str) -> None:
 class EngineChecks:
     """A ``plan.queries.QueryChecker``: a derivative's query (called) and a root's ingest (``source_schema``)."""
 
-    check: Callable[[str, model.Transform, Mapping[str, pa.Schema], Vocab | None], pa.Schema]
+    check: Callable[[str, model.Transform, Mapping[str, pa.Schema], Vocab | None], CheckedQuery]
     engine: SparkEngine
 
     def __call__(
@@ -104,7 +108,7 @@ class EngineChecks:
         transform: model.Transform,
         inputs: Mapping[str, pa.Schema],
         vocab: Vocab | None = None,
-    ) -> pa.Schema:
+    ) -> CheckedQuery:
         return self.check(dataset, transform, inputs, vocab)
 
     def source_schema(
@@ -136,11 +140,9 @@ def query_checker(engine: SparkEngine) -> EngineChecks:
         transform: model.Transform,
         inputs: Mapping[str, pa.Schema],
         vocab: Vocab | None = None,
-    ) -> pa.Schema:
+    ) -> CheckedQuery:
         try:
-            return derivative_output_schema(
-                engine, transform, inputs, where=f"dataset {dataset}", vocab=vocab
-            )
+            return check_derivative_query(engine, transform, inputs, where=f"dataset {dataset}", vocab=vocab)
         except InvalidQueryError:
             raise
         except EngineError as e:
