@@ -71,6 +71,12 @@ def run(
         help="Seconds to wait for another apply/run to finish (default: fail at once).",
     ),
     validate_queries: bool = ValidateQueriesOption,
+    full_refresh: bool = typer.Option(
+        False,
+        "--full-refresh",
+        help="Recompute every selected derivative over its inputs' whole states instead of only their "
+        "new records (the stateless path); the result is the same.",
+    ),
 ) -> None:
     """Apply the manifests, then bring every selected dataset's data up to date, inputs first.
 
@@ -102,6 +108,7 @@ def run(
             lock_timeout=lock_timeout,
             validate_queries=validate_queries,
             cancel=stop,
+            full_refresh=full_refresh,
         )
     _summary(console, result)
     if result.interrupted:
