@@ -453,6 +453,8 @@ def main() -> int:
             loads["end"] = os.getloadavg()[0]
             figures = {"odfproj_run_wall_s": round(run_wall, 2), "noop_median_s": round(noop["median_s"], 2)}
             print(json.dumps(figures | {"load_average_1min": {k: round(v, 2) for k, v in loads.items()}}))
+            if args.keep:
+                shutil.copytree(tmp, args.keep, dirs_exist_ok=True)
             return 0
 
         # 3. the baseline: one fresh Spark process per dataset operation.

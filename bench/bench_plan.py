@@ -48,12 +48,16 @@ def _derivative(name: str, inputs: list[str]) -> str:
     )
 
 
-# The plan process: run the CLI in-process, then report whether pyspark was imported.
+# The plan process: the `odfproj` command's own entry point, then a report of whether pyspark was imported.
 PLAN_SCRIPT = """
 import sys
-from odfproj.cli.main import app
+from odfproj.cli.start import main
+sys.argv = ["odfproj", "plan", "--project", sys.argv[1]]
 try:
-    code = app(["plan", "--project", sys.argv[1]], standalone_mode=False)
+    main()
+except SystemExit as e:
+    if e.code:
+        raise
 finally:
     print("PYSPARK_IMPORTED=" + str("pyspark" in sys.modules), file=sys.stderr)
 """

@@ -1,5 +1,5 @@
 """``python -m odfproj`` runs the CLI, so tests and CI never depend on PATH."""
 
-from odfproj.cli.main import main
+from odfproj.cli.start import main
 
 main()

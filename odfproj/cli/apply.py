@@ -10,45 +10,31 @@ import typer
 from odfproj.cli.context import CliState
 from odfproj.cli.interrupt import SECOND_PRESS, graceful_interrupt, say
 from odfproj.cli.options import (
-    ChangedSinceOption,
-    ExcludeOption,
-    ProjectOption,
-    SelectOption,
-    TargetOption,
+    DatasetSelection,
+    LockTimeoutOption,
     ValidateQueriesOption,
-    VarOption,
-    plan_request,
     query_checker_for,
+    selection_options,
 )
 from odfproj.cli.remote_ws import synced
 from odfproj.errors import PlanError
 from odfproj.plan.render import render_text
 from odfproj.plan.sources import plan_project
-from odfproj.project.config import load_project
 from odfproj.run.apply import AppliedStep, apply_plan, check_plan, read_saved_plan
 from odfproj.storage.workspace import Workspace
 
 
+@selection_options()
 def apply(
     ctx: typer.Context,
     plan_file: Path | None = typer.Argument(
         None, help="A plan saved by `odfproj plan --out FILE`; applied exactly, without a prompt."
     ),
-    project: Path | None = ProjectOption,
-    target: str | None = TargetOption,
-    select: list[str] | None = SelectOption,
-    exclude: list[str] | None = ExcludeOption,
-    changed_since: str | None = ChangedSinceOption,
-    variables: list[str] | None = VarOption,
+    selection: DatasetSelection = DatasetSelection(),
     auto_approve: bool = typer.Option(
         False, "--auto-approve", "-y", help="Apply without asking (for CI). Needed when stdin is not a TTY."
     ),
-    lock_timeout: float | None = typer.Option(
-        None,
-        "--lock-timeout",
-        metavar="SECONDS",
-        help="Seconds to wait for another apply to finish (default: fail at once naming it).",
-    ),
+    lock_timeout: float | None = LockTimeoutOption,
     validate_queries: bool = ValidateQueriesOption,
 ) -> None:
     """Make the workspace match the manifests: create datasets and append changed definition events.
@@ -59,14 +45,14 @@ def apply(
     refused changes stop the apply before anything is written. Applying twice changes nothing.
     Ctrl-C while applying stops after the dataset in progress (exit 130); apply again to finish.
     """
-    config = load_project(project)
-    workspace = Workspace(config.workspace(target))
+    config = selection.config()
+    workspace = Workspace(config.workspace(selection.target))
     with (
-        synced(config, target, writer="odfproj apply"),
+        synced(config, selection.target, writer="odfproj apply"),
         workspace.lock(purpose="odfproj apply", timeout=lock_timeout),
     ):
         if plan_file is not None:
-            if select or exclude or changed_since or variables:
+            if selection.narrowed:
                 raise PlanError(
                     "a saved plan is applied as it is: drop --select/--exclude/--changed-since/--var"
                 )
@@ -75,8 +61,7 @@ def apply(
             state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
             checker, holder = query_checker_for(validate_queries, verbose=state.verbose)
             try:
-                request = plan_request(target, select, exclude, changed_since, variables)
-                plan, _ = plan_project(config, request, query_checker=checker)
+                plan, _ = plan_project(config, selection.request(), query_checker=checker)
             finally:
                 if holder is not None:
                     holder.stop()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from odfproj.cli.options import ProjectOption, TargetOption
+from odfproj.cli.options import LockTimeoutOption, ProjectOption, TargetOption
 from odfproj.project.config import load_project
 from odfproj.run.destroy import DestroyError, destroy_plan
 from odfproj.run.destroy import destroy as destroy_datasets
@@ -22,9 +22,7 @@ def destroy(
         False, "--orphans", help="Also destroy every dataset of the workspace that no manifest defines."
     ),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask (needed when stdin is not a terminal)."),
-    lock_timeout: float | None = typer.Option(
-        None, "--lock-timeout", help="Wait up to this long for the workspace lock.", metavar="SECONDS"
-    ),
+    lock_timeout: float | None = LockTimeoutOption,
     project: Path | None = ProjectOption,
     target: str | None = TargetOption,
 ) -> None:

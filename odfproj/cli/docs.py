@@ -9,9 +9,6 @@ import typer
 from odfproj.cli import metavars
 from odfproj.cli.context import stderr_console
 from odfproj.cli.options import ProjectOption, TargetOption
-from odfproj.docsite.collect import collect_site
-from odfproj.docsite.html import write_site
-from odfproj.docsite.serve import HOST, site_server
 from odfproj.errors import OdfprojError
 from odfproj.project.config import load_project
 
@@ -34,6 +31,11 @@ OutOption = typer.Option(
 
 
 def _build(project: Path | None, target: str | None, out: Path | None) -> Path:
+    # Imported here, like the server below: every odfproj command loads this module at start, and
+    # only `docs` needs the site builder.
+    from odfproj.docsite.collect import collect_site
+    from odfproj.docsite.html import write_site
+
     config = load_project(project)
     site = collect_site(config, target)
     for warning in site.warnings:
@@ -81,6 +83,8 @@ def serve(
             raise OdfprojError(
                 f"no docs site in {folder}: run `odfproj docs build` first, or drop --no-build"
             )
+    from odfproj.docsite.serve import HOST, site_server
+
     try:
         server = site_server(folder, port)
     except OSError as e:

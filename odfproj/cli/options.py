@@ -1,11 +1,15 @@
-"""Options shared by the commands that work on a project's datasets (plan, apply, run, watch)."""
+"""Options shared by the commands that work on a project's datasets (plan, apply, run, watch, ...)."""
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import typer
 import yaml
@@ -52,6 +56,13 @@ ValidateQueriesOption = typer.Option(
     "target's spark_master and spark_conf (a JVM starts only when some query changed). Without it they are "
     "shown as not validated and only run finds their errors.",
 )
+LockTimeoutOption = typer.Option(
+    None,
+    "--lock-timeout",
+    metavar="SECONDS",
+    help="Seconds to wait for the workspace lock while another apply, run or destroy holds it "
+    "(default: fail at once, naming it).",
+)
 VarOption = typer.Option(
     None,
     "--var",
@@ -74,20 +85,91 @@ def parse_vars(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
-def plan_request(
-    target: str | None,
-    select: list[str] | None,
-    exclude: list[str] | None,
-    changed_since: str | None,
-    variables: list[str] | None,
-) -> PlanRequest:
-    return PlanRequest(
-        target=target,
-        vars_override=MappingProxyType(parse_vars(variables)),
-        select=tuple(select or ()),
-        exclude=tuple(exclude or ()),
-        changed_since=changed_since,
-    )
+@dataclass(frozen=True)
+class DatasetSelection:
+    """The project, target and datasets a command works on, as its options gave them.
+
+    ``plan``, ``apply``, ``run`` and ``watch`` take the same six options; :func:`selection_options`
+    declares them once and hands the command this one value instead of six parameters.
+    """
+
+    project: Path | None = None
+    target: str | None = None
+    select: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    changed_since: str | None = None
+    variables: tuple[str, ...] = ()
+
+    @property
+    def narrowed(self) -> bool:
+        """Whether any of --select, --exclude, --changed-since or --var was given."""
+        return bool(self.select or self.exclude or self.changed_since or self.variables)
+
+    def request(self) -> PlanRequest:
+        return PlanRequest(
+            target=self.target,
+            vars_override=MappingProxyType(parse_vars(list(self.variables))),
+            select=self.select,
+            exclude=self.exclude,
+            changed_since=self.changed_since,
+        )
+
+    def config(self) -> ProjectConfig:
+        return load_project(self.project)
+
+
+#: The options behind a ``DatasetSelection``, in the order ``--help`` lists them.
+_SELECTION_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
+    ("project", Path | None, ProjectOption),
+    ("target", str | None, TargetOption),
+    ("select", list[str] | None, SelectOption),
+    ("exclude", list[str] | None, ExcludeOption),
+    ("changed_since", str | None, ChangedSinceOption),
+    ("variables", list[str] | None, VarOption),
+)
+
+_Command = TypeVar("_Command", bound=Callable[..., Any])
+
+
+def selection_options(*, changed_since: bool = True) -> Callable[[_Command], _Command]:
+    """Give a command the selection options in place of its ``selection: DatasetSelection`` parameter.
+
+    Typer reads a command's options from its signature, so the decorated function shows typer the six
+    options (``--changed-since`` only where it makes sense) and receives them as one value.
+    """
+    names = [name for name, _, _ in _SELECTION_OPTIONS if changed_since or name != "changed_since"]
+
+    def decorate(command: _Command) -> _Command:
+        signature = inspect.signature(command, eval_str=True)
+        options = [
+            inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=hint)
+            for name, hint, default in _SELECTION_OPTIONS
+            if name in names
+        ]
+        parameters: list[inspect.Parameter] = []
+        for parameter in signature.parameters.values():
+            parameters.extend(options if parameter.name == "selection" else [parameter])
+
+        @functools.wraps(command)
+        def with_selection(*args: Any, **kwargs: Any) -> Any:
+            given = {name: kwargs.pop(name, None) for name in names}
+            kwargs["selection"] = DatasetSelection(
+                project=given["project"],
+                target=given["target"],
+                select=tuple(given["select"] or ()),
+                exclude=tuple(given["exclude"] or ()),
+                changed_since=given.get("changed_since"),
+                variables=tuple(given["variables"] or ()),
+            )
+            return command(*args, **kwargs)
+
+        with_selection.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+        with_selection.__annotations__ = {p.name: p.annotation for p in parameters} | {
+            "return": signature.return_annotation
+        }
+        return cast(_Command, with_selection)
+
+    return decorate
 
 
 def resolve_workspace(workspace: Path | None, project: Path | None, target: str | None = None) -> Workspace:

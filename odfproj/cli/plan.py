@@ -11,22 +11,16 @@ import typer
 
 from odfproj.cli.context import CliState
 from odfproj.cli.options import (
-    ChangedSinceOption,
-    ExcludeOption,
-    ProjectOption,
-    SelectOption,
-    TargetOption,
+    DatasetSelection,
     ValidateQueriesOption,
-    VarOption,
-    plan_request,
     query_checker_for,
+    selection_options,
 )
 from odfproj.cli.remote_ws import synced
 from odfproj.plan.model import Plan
 from odfproj.plan.planfile import write_plan_file
 from odfproj.plan.render import colourize, render_json, render_markdown, render_text
 from odfproj.plan.sources import plan_project
-from odfproj.project.config import load_project
 from odfproj.project.env import Redactor
 
 
@@ -44,14 +38,10 @@ def render(plan: Plan, output_format: PlanFormat, show_unchanged: bool) -> str:
     return render_text(plan, show_unchanged=show_unchanged)
 
 
+@selection_options()
 def plan(
     ctx: typer.Context,
-    project: Path | None = ProjectOption,
-    target: str | None = TargetOption,
-    select: list[str] | None = SelectOption,
-    exclude: list[str] | None = ExcludeOption,
-    changed_since: str | None = ChangedSinceOption,
-    variables: list[str] | None = VarOption,
+    selection: DatasetSelection = DatasetSelection(),
     output_format: PlanFormat = typer.Option(
         PlanFormat.text,
         "--format",
@@ -77,7 +67,11 @@ def plan(
 
     Each dataset is classified as create (+), update (~), unchanged, drift (~, changed outside the
     project), orphan (?, in the workspace but without a manifest; never deleted) or refused (!, a change
-    that ODF's evolution rules forbid; exit code 1).
+    that ODF's evolution rules forbid; exit code 1). A rename declared in odfproj.yaml's moved list comes
+    first (~ OLD -> NEW: same id, chain and data). A changed event shows one line per changed field
+    (~ SetInfo.description: "a" -> "b"; a query as a diff of its lines), a new one a one-line summary;
+    inputs are named, not given by id; a changed query says how many downstream datasets run will
+    recompute. The markdown form stays under GitHub's comment size limit (it summarises large plans).
 
     Then the data work `odfproj run` does after applying, in its order: each root's ingest (for a
     FilesGlob source, the files it will read inside the project folder, and a warning for files it will
@@ -91,12 +85,11 @@ def plan(
     that ignores the target's spark_master and spark_conf; never run), and templates run in a sandbox.
     """
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
-    config = load_project(project)
+    config = selection.config()
     checker, holder = query_checker_for(validate_queries, verbose=state.verbose)
     try:
-        request = plan_request(target, select, exclude, changed_since, variables)
-        with synced(config, target, writer=None):
-            result, _ = plan_project(config, request, query_checker=checker)
+        with synced(config, selection.target, writer=None):
+            result, _ = plan_project(config, selection.request(), query_checker=checker)
     finally:
         if holder is not None:
             holder.stop()
@@ -109,5 +102,5 @@ def plan(
         typer.echo(f"\nSaved the plan to {out}. Apply exactly this plan with: odfproj apply {out}")
     if result.has_refusals:
         raise typer.Exit(1)
-    if detailed_exitcode and (result.has_changes or result.has_orphans):
+    if detailed_exitcode and result.needs_action:
         raise typer.Exit(2)

@@ -6,8 +6,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from odfproj.project.config import ProjectConfig
-from odfproj.remote.store import open_store
-from odfproj.remote.workspace import checkout, commit, remote_lock
 from odfproj.storage.workspace import Workspace
 
 
@@ -25,6 +23,11 @@ def synced(
     if url is None:
         yield
         return
+    # Imported here: a workspace on disk, the common case, needs none of the sync engine (every
+    # plan, apply and run would otherwise import it at start).
+    from odfproj.remote.store import open_store
+    from odfproj.remote.workspace import checkout, commit, remote_lock
+
     store = open_store(url)
     cache = Workspace(config.workspace(target))
     if writer is None:

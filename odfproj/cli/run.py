@@ -6,7 +6,6 @@ import sys
 import threading
 import time
 from contextlib import nullcontext
-from pathlib import Path
 from typing import Any
 
 import typer
@@ -18,18 +17,14 @@ from rich.table import Table
 from odfproj.cli.context import CliState
 from odfproj.cli.interrupt import SECOND_PRESS, graceful_interrupt, say, stopped_after
 from odfproj.cli.options import (
-    ChangedSinceOption,
-    ExcludeOption,
-    ProjectOption,
-    SelectOption,
-    TargetOption,
+    DatasetSelection,
+    LockTimeoutOption,
     ValidateQueriesOption,
-    VarOption,
-    plan_request,
+    selection_options,
 )
 from odfproj.cli.remote_ws import synced
 from odfproj.engine.session import SparkSessionHolder
-from odfproj.project.config import load_project, spark_settings
+from odfproj.project.config import spark_settings
 from odfproj.run.run import (
     RUN_RESULTS_FILE,
     DatasetRun,
@@ -53,23 +48,14 @@ FIRST_INTERRUPT = (
 )
 
 
+@selection_options()
 def run(
     ctx: typer.Context,
-    project: Path | None = ProjectOption,
-    target: str | None = TargetOption,
-    select: list[str] | None = SelectOption,
-    exclude: list[str] | None = ExcludeOption,
-    changed_since: str | None = ChangedSinceOption,
-    variables: list[str] | None = VarOption,
+    selection: DatasetSelection = DatasetSelection(),
     threads: int = typer.Option(
         1, "--threads", min=1, help="Datasets to process at the same time.", metavar="N"
     ),
-    lock_timeout: float | None = typer.Option(
-        None,
-        "--lock-timeout",
-        metavar="SECONDS",
-        help="Seconds to wait for another apply/run to finish (default: fail at once).",
-    ),
+    lock_timeout: float | None = LockTimeoutOption,
     validate_queries: bool = ValidateQueriesOption,
     full_refresh: bool = typer.Option(
         False,
@@ -89,19 +75,18 @@ def run(
     each dataset stays valid).
     """
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
-    config = load_project(project)
-    request = plan_request(target, select, exclude, changed_since, variables)
-    holder = SparkSessionHolder(spark_settings(config, target, verbose=state.verbose))
+    config = selection.config()
+    holder = SparkSessionHolder(spark_settings(config, selection.target, verbose=state.verbose))
     console = Console(highlight=False)
     live = sys.stdout.isatty()
     view = _LiveView()
     display = Live(view, console=console, refresh_per_second=4, transient=True) if live else nullcontext()
     on_first = (lambda: view.interrupt(FIRST_INTERRUPT)) if live else (lambda: say(FIRST_INTERRUPT))
-    remote = synced(config, target, writer="odfproj run", data=True)
+    remote = synced(config, selection.target, writer="odfproj run", data=True)
     with remote, stopped_after(holder), display, graceful_interrupt(on_first) as stop:
         result = run_project(
             config,
-            request,
+            selection.request(),
             holder=holder,
             threads=threads,
             on_event=view.update if live else _print_line,

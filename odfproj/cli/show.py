@@ -25,18 +25,19 @@ def show(
     """
     s = describe_dataset(resolve_workspace(workspace, project), dataset, rows=rows)
     echo = typer.echo
-    echo(f"{s.name} ({s.kind}) {s.dataset_id}")
+    chain = s.chain
+    echo(f"{s.name} ({s.kind}) {chain.dataset_id}")
     if s.inputs:
         echo(f"inputs: {', '.join(s.inputs)}")
     for line in s.definition:
         echo(("query: " if s.kind == "Derivative" else "source: ") + line.replace("\n", "\n  "))
     echo(f"schema: {', '.join(s.schema) if s.schema else '(no data yet)'}")
-    if s.primary_key:
-        echo(f"primary key: {', '.join(s.primary_key)}")
-    echo(f"head: {s.head} ({s.blocks} block(s))")
-    echo(f"watermark: {format_rfc3339(s.watermark) if s.watermark else '(none)'}")
+    if chain.primary_key:
+        echo(f"primary key: {', '.join(chain.primary_key)}")
+    echo(f"head: {chain.head} ({chain.blocks} block(s))")
+    echo(f"watermark: {format_rfc3339(chain.watermark) if chain.watermark else '(none)'}")
     current = f", {s.current_rows} current row(s)" if s.current_rows is not None else ""
-    echo(f"records: {s.records}{current}")
+    echo(f"records: {chain.records}{current}")
     if s.last_run is None:
         echo("last run: (none recorded)")
     else:

@@ -11,12 +11,12 @@ from rich.markup import escape
 from odfproj.cli.context import CliState
 from odfproj.cli.interrupt import stopped_after
 from odfproj.cli.options import (
+    DatasetSelection,
     ExcludeOption,
     ProjectOption,
     TargetOption,
     VarOption,
     as_at_time,
-    plan_request,
 )
 from odfproj.cli.tables import QueryFormat, print_table
 from odfproj.engine.session import SparkSessionHolder
@@ -58,7 +58,9 @@ def test(
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
     moment = as_at_time(as_at)
     config = load_project(project)
-    request = plan_request(target, selectors, exclude, None, variables)
+    request = DatasetSelection(
+        project, target, tuple(selectors or ()), tuple(exclude or ()), variables=tuple(variables or ())
+    ).request()
     holder = SparkSessionHolder(spark_settings(config, target, verbose=state.verbose))
     console = Console(highlight=False, soft_wrap=True)
     with stopped_after(holder):  # read-only: Ctrl-C has nothing to finish

@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
 from odfproj.cli.context import CliState
 from odfproj.cli.interrupt import SECOND_PRESS, graceful_interrupt, say, stopped_after
-from odfproj.cli.options import (
-    ExcludeOption,
-    ProjectOption,
-    SelectOption,
-    TargetOption,
-    VarOption,
-    plan_request,
-)
+from odfproj.cli.options import DatasetSelection, selection_options
 from odfproj.engine.session import SparkSessionHolder
 from odfproj.plan.model import Action
 from odfproj.plan.render import render_text
-from odfproj.project.config import load_project, spark_settings
+from odfproj.project.config import spark_settings
 from odfproj.run.run import RunEvent
 from odfproj.run.watch import WatchCycle, Watcher
 from odfproj.run.watch import watch as watch_loop
@@ -28,13 +19,10 @@ from odfproj.run.watch import watch as watch_loop
 _SHOWN_FILES = 3
 
 
+@selection_options(changed_since=False)
 def watch(
     ctx: typer.Context,
-    project: Path | None = ProjectOption,
-    target: str | None = TargetOption,
-    select: list[str] | None = SelectOption,
-    exclude: list[str] | None = ExcludeOption,
-    variables: list[str] | None = VarOption,
+    selection: DatasetSelection = DatasetSelection(),
     apply: bool = typer.Option(
         False,
         "--apply",
@@ -55,9 +43,11 @@ def watch(
     bursts of events (an editor's save, a git checkout) are coalesced into one plan.
     """
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
-    config = load_project(project)
-    request = plan_request(target, select, exclude, None, variables)
-    holder = SparkSessionHolder(spark_settings(config, target, verbose=state.verbose)) if apply else None
+    config = selection.config()
+    request = selection.request()
+    holder = (
+        SparkSessionHolder(spark_settings(config, selection.target, verbose=state.verbose)) if apply else None
+    )
     printer = _CyclePrinter(show_unchanged=show_unchanged, apply=apply)
     # The first Ctrl-C ends the loop and a run in progress (between datasets) alike; the second
     # stops at once.

@@ -40,7 +40,8 @@ from odfproj.project.graph import DatasetGraph
 from odfproj.project.lineage import build_lineage
 from odfproj.project.manifests import load_manifests
 from odfproj.run.run import RUN_RESULTS_FILE
-from odfproj.state.dataset_index import open_state_index, primary_key_of
+from odfproj.state.dataset_index import open_state_index
+from odfproj.state.summary import ChainSummary
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.projection import ChainProjection, event_kind
 from odfproj.storage.workspace import Workspace
@@ -243,16 +244,11 @@ def _state(dataset: Dataset, projection: ChainProjection) -> DataState:
         )
         if len(blocks) == LAST_BLOCKS:
             break
-    key = primary_key_of(projection) or ()
+    chain = ChainSummary.of(projection)
     return DataState(
-        dataset_id=projection.dataset_id.as_did_str(),
-        head=projection.head.to_multibase(),
-        blocks=projection.block_count,
+        chain=chain,
         last_blocks=tuple(blocks),
-        watermark=format_rfc3339(projection.watermark) if projection.watermark else None,
-        records=projection.last_offset + 1 if projection.last_offset is not None else 0,
-        current_rows=_current_rows(dataset, projection, key),
-        primary_key=key,
+        current_rows=_current_rows(dataset, projection, chain.primary_key),
     )
 
 

@@ -16,6 +16,8 @@ from importlib import resources
 from pathlib import Path
 
 from odfproj.docsite.model import DatasetDoc, GraphLayout, Query, Site
+from odfproj.odf.timestamps import format_rfc3339
+from odfproj.state.summary import ChainSummary
 from odfproj.storage.fsutil import replace_atomic
 
 __all__ = ["INDEX", "anchor", "render_site", "write_site"]
@@ -165,7 +167,7 @@ def _overview(site: Site) -> str:
         f'<tr><td><a href="#{_e(anchor(d.name))}">{_e(d.name)}</a></td>'
         f'<td><span class="chip {_e(d.kind)}">{_e(_KIND_LABELS.get(d.kind, d.kind))}</span></td>'
         f"<td>{_e(d.description or '')}</td>"
-        f"<td class=num>{_rows_text(d)}</td><td>{_e(d.state.watermark or '') if d.state else ''}</td></tr>"
+        f"<td class=num>{_rows_text(d)}</td><td>{_watermark(d.state.chain) if d.state else ''}</td></tr>"
         for d in site.datasets
     )
     return f"""  <section id="overview" class="page">
@@ -179,10 +181,14 @@ def _overview(site: Site) -> str:
   </section>"""
 
 
+def _watermark(chain: ChainSummary) -> str:
+    return _e(format_rfc3339(chain.watermark)) if chain.watermark else ""
+
+
 def _rows_text(doc: DatasetDoc) -> str:
     if doc.state is None:
         return "—"
-    rows = doc.state.current_rows if doc.state.current_rows is not None else doc.state.records
+    rows = doc.state.current_rows if doc.state.current_rows is not None else doc.state.chain.records
     return f"{rows:,}"
 
 
@@ -242,9 +248,9 @@ def _definition(doc: DatasetDoc, manifest: str) -> str:
     else:
         pairs.append(("License", '<span class="muted">none declared</span>'))
     if doc.state is not None:
-        pairs.append(("Id", f"<code class=small>{_e(doc.state.dataset_id)}</code>"))
-        if doc.state.primary_key:
-            pairs.append(("Primary key", _e(", ".join(doc.state.primary_key))))
+        pairs.append(("Id", f"<code class=small>{_e(doc.state.chain.dataset_id)}</code>"))
+        if doc.state.chain.primary_key:
+            pairs.append(("Primary key", _e(", ".join(doc.state.chain.primary_key))))
     return _dl(pairs)
 
 
@@ -259,10 +265,10 @@ def _data(doc: DatasetDoc) -> str:
             if state.current_rows is not None
             else '<span class="muted">n/a (no primary key)</span>',
         ),
-        ("Records", f"{state.records:,} in the changelog"),
-        ("Watermark", _e(state.watermark) if state.watermark else '<span class="muted">none</span>'),
-        ("Blocks", f"{state.blocks:,}"),
-        ("Head", f"<code class=small>{_e(state.head)}</code>"),
+        ("Records", f"{state.chain.records:,} in the changelog"),
+        ("Watermark", _watermark(state.chain) or '<span class="muted">none</span>'),
+        ("Blocks", f"{state.chain.blocks:,}"),
+        ("Head", f"<code class=small>{_e(state.chain.head)}</code>"),
     ]
     return _dl(pairs) + _last_run(doc)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from odfproj.state.summary import ChainSummary
+
 
 @dataclass(frozen=True)
 class Column:
@@ -70,17 +72,11 @@ class LastRun:
 class DataState:
     """What the chain says: absent for a dataset the workspace does not hold yet."""
 
-    dataset_id: str
-    head: str
-    blocks: int
+    chain: ChainSummary
     last_blocks: tuple[Block, ...]
     """Newest first."""
-    watermark: str | None
-    records: int
-    """Records in the changelog (the next offset)."""
     current_rows: int | None
     """Rows valid now (datasets with a primary key, from the state index); None when unknown."""
-    primary_key: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -40,8 +40,8 @@ import re
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -193,8 +193,11 @@ def is_spark_error(error: BaseException) -> bool:
 
 
 @contextmanager
-def translating_errors(what: str, error_type: type[EngineError] = EngineError) -> Iterator[None]:
-    """Run Spark actions, turning Spark exceptions into ``error_type(f"{what}: <one line>")``."""
+def spark_failures(translate: Callable[[SparkFailure], EngineError]) -> Iterator[None]:
+    """Run Spark actions; a Spark or JVM exception becomes ``translate(what it says)``, raised.
+
+    Our own errors pass unchanged, and so does any other exception: a bug is not a Spark failure.
+    """
     try:
         yield
     except EngineError:
@@ -202,8 +205,14 @@ def translating_errors(what: str, error_type: type[EngineError] = EngineError) -
     except Exception as e:
         if not is_spark_error(e):
             raise
-        failure = describe_spark_error(e)
-        raise error_type(f"{what}: {failure.message}") from None
+        raise translate(describe_spark_error(e)) from None
+
+
+def translating_errors(
+    what: str, error_type: type[EngineError] = EngineError
+) -> AbstractContextManager[None]:
+    """Run Spark actions, turning Spark exceptions into ``error_type(f"{what}: <one line>")``."""
+    return spark_failures(lambda failure: error_type(f"{what}: {failure.message}"))
 
 
 # --- query checking -------------------------------------------------------------------------------------
@@ -453,6 +462,7 @@ __all__: Sequence[str] = (
     "check_query_plan",
     "describe_spark_error",
     "is_spark_error",
+    "spark_failures",
     "translating_errors",
     "write_parquet_file",
 )

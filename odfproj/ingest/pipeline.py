@@ -50,7 +50,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -165,12 +165,15 @@ def ingest_polling(
     environ: Mapping[str, str] | None = None,
     work_dir: Path | None = None,
     on_item: Callable[[CommittedItem], None] | None = None,
+    ingested: Collection[str] | None = None,
 ) -> IngestResult:
     """Ingest what is new at ``dataset``'s polling source; one commit per fetched item.
 
     ``system_time`` (default: now) stamps the blocks and records; ``project_root`` anchors relative
     paths of the fetch step; ``environ`` (default ``os.environ``) feeds ``${{ env.X }}`` templates.
     ``engine`` is used (and its session started) only when there is something to read.
+    ``ingested``: the files the chain records as ingested (:func:`glob_history`), when the caller has
+    already walked the chain at its current head (``run`` passes the plan's); otherwise walked here.
     """
     projection = dataset.projection()
     source = projection.set_polling_source
@@ -180,7 +183,8 @@ def ingest_polling(
     environ = dict(os.environ) if environ is None else environ
     committed: list[CommittedItem] = []
     warnings: list[str] = []
-    ingested = glob_history(dataset) if isinstance(source.fetch, model.FetchStepFilesGlob) else None
+    if ingested is None and isinstance(source.fetch, model.FetchStepFilesGlob):
+        ingested = glob_history(dataset)
     with _work_dir(work_dir) as work:
         for _ in range(MAX_FETCH_ROUNDS):
             projection = dataset.projection()

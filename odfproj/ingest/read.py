@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from odfproj.engine.spark import describe_spark_error, is_spark_error
+from odfproj.engine.spark import SparkFailure, is_spark_error, spark_failures
 from odfproj.engine.types import spark_type_from_arrow
 from odfproj.errors import EngineError, InvalidValueError
 from odfproj.ingest.csv_header import check_header_only_files
@@ -119,24 +119,19 @@ def read_files(
     if reader is None:
         raise ReadError(f"unsupported read step {type(read).__name__}")
     what = _describe(files)
-    try:
+
+    def unreadable(failure: SparkFailure) -> ReadError:
+        if failure.user_raised:
+            return ReadError(failure.message)
+        bad = describe_bad_rows(spark, read, files)
+        return ReadError(bad if bad is not None else f"cannot read {failure.file or what}: {failure.message}")
+
+    with spark_failures(unreadable):
         df = reader(spark, read, files, declared) if files else None
         if df is None:
             df = _empty(spark, declared, what)
         if materialize:
             df = df.localCheckpoint(eager=True)
-    except EngineError:
-        raise
-    except Exception as e:
-        if not is_spark_error(e):
-            raise
-        failure = describe_spark_error(e)
-        if failure.user_raised:
-            raise ReadError(failure.message) from None
-        bad = describe_bad_rows(spark, read, files)
-        if bad is not None:
-            raise ReadError(bad) from None
-        raise ReadError(f"cannot read {failure.file or what}: {failure.message}") from None
     if declared is None and not df.columns:
         raise ReadError(
             f"{what} holds no data and the read step declares no schema, so its columns are unknown"

@@ -1,8 +1,9 @@
 """The plan: one immutable list of typed steps that the renderers explain and ``apply``/``run`` execute.
 
-A plan holds every piece of work a run does, in the order it is done: first one
-:class:`AppendDefinitions` per dataset (what ``apply`` writes), then one :class:`Ingest` per root with a
-polling source and one :class:`Transform` per derivative, inputs before their readers (what ``run`` adds).
+A plan holds every piece of work a run does, in the order it is done: first one :class:`RenameDataset`
+per declared rename, then one :class:`AppendDefinitions` per dataset (what ``apply`` writes), then one
+:class:`Ingest` per root with a polling source and one :class:`Transform` per derivative, inputs before their
+readers (what ``run`` adds).
 Renderers, apply and run walk this same list, so what a reviewer reads in a pull request can never
 drift from what runs on merge (the idea of SQLMesh's plan stages and terraform's plan views).
 """
@@ -58,6 +59,20 @@ class OutputSchema:
 
 
 @dataclass(frozen=True)
+class InputName:
+    """An input id a step's changes mention, and the dataset's name: plans show inputs by name."""
+
+    dataset_id: str
+    name: str
+
+
+#: Definition events whose change makes ``run`` recompute the dataset's whole state from its inputs
+#: (docs/design/transforms.md: a changed query is recomputed even without new input data). A changed
+#: source, vocabulary, info, license or attachment applies from now on and recomputes nothing.
+RECOMPUTING_EVENTS = frozenset({"SetTransform"})
+
+
+@dataclass(frozen=True)
 class AppendDefinitions:
     """The definition events ``apply`` appends to one dataset (or why it appends none)."""
 
@@ -73,10 +88,22 @@ class AppendDefinitions:
     pending_inputs: tuple[str, ...] = ()
     #: For a created or changed query: the output schema the engine reported (Query Evolution).
     output_schema: OutputSchema | None = None
+    #: The dataset names of the input ids its changes mention (the events keep the ids).
+    input_names: tuple[InputName, ...] = ()
+    #: When the change makes run recompute this dataset: the datasets downstream of it that run
+    #: recomputes after it (those with a transform step in this plan), in plan order.
+    downstream: tuple[str, ...] = ()
 
     @property
     def has_changes(self) -> bool:
         return self.action in (Action.CREATE, Action.UPDATE, Action.DRIFT)
+
+    @property
+    def recomputes(self) -> bool:
+        """Run recomputes this existing dataset's state because of the change (not only new data)."""
+        return self.action in (Action.UPDATE, Action.DRIFT) and any(
+            c.kind in RECOMPUTING_EVENTS and c.event is not None for c in self.changes
+        )
 
 
 #: The former name of :class:`AppendDefinitions`, kept for code written before data steps existed.
@@ -140,10 +167,37 @@ class Transform:
         return any(i.new_records > 0 for i in self.inputs)
 
 
+@dataclass(frozen=True)
+class RenameDataset:
+    """``apply`` renames a dataset of the workspace, as odfproj.yaml's ``moved:`` list declares.
+
+    The dataset keeps its ``did:odf``, chain, data, key and caches: nothing is recomputed, and the
+    derivatives reading it (by id in their chains) are unaffected. Renames come first in a plan, so
+    the ``AppendDefinitions`` step of ``dataset`` (the new name) is planned against the renamed chain.
+    A refused rename has ``reasons``, and the whole plan is refused with it.
+    """
+
+    #: The dataset's name in the workspace now.
+    source: str
+    #: Its new name, as its manifest spells it.
+    dataset: str
+    #: Where the rename is declared (``odfproj.yaml``) and the manifest of the new name.
+    declared_in: str
+    manifest: str | None
+    dataset_id: str | None
+    #: Head of the chain the rename was planned against; apply refuses it when it has moved.
+    expected_head: str | None
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def refused(self) -> bool:
+        return bool(self.reasons)
+
+
 #: Data work ``run`` does after ``apply``.
 DataStep = Ingest | Transform
 #: Any step of a plan.
-Step = AppendDefinitions | Ingest | Transform
+Step = RenameDataset | AppendDefinitions | Ingest | Transform
 
 
 @dataclass(frozen=True)
@@ -162,6 +216,11 @@ class Plan:
         return tuple(s for s in self.steps if isinstance(s, AppendDefinitions))
 
     @property
+    def renames(self) -> tuple[RenameDataset, ...]:
+        """The renames ``apply`` makes before it appends any definition (``moved:`` in odfproj.yaml)."""
+        return tuple(s for s in self.steps if isinstance(s, RenameDataset))
+
+    @property
     def data_steps(self) -> tuple[DataStep, ...]:
         """The steps ``run`` walks after apply, inputs before the derivatives that read them."""
         return tuple(s for s in self.steps if isinstance(s, Ingest | Transform))
@@ -171,7 +230,14 @@ class Plan:
 
     @property
     def has_changes(self) -> bool:
-        return any(s.has_changes for s in self.definitions)
+        """Whether ``apply`` writes anything: a rename or definition events (orphans: see ``needs_action``)."""
+        return any(not r.refused for r in self.renames) or any(s.has_changes for s in self.definitions)
+
+    @property
+    def needs_action(self) -> bool:
+        """What a reviewer must act on: the changes apply makes, and orphans (which only ``odfproj
+        destroy`` removes, or a restored manifest keeps). ``plan --detailed-exitcode`` exits 2 on it."""
+        return self.has_changes or self.has_orphans
 
     @property
     def has_orphans(self) -> bool:
@@ -180,12 +246,19 @@ class Plan:
 
     @property
     def has_refusals(self) -> bool:
-        return any(s.action is Action.REFUSED for s in self.definitions)
+        return any(r.refused for r in self.renames) or any(
+            s.action is Action.REFUSED for s in self.definitions
+        )
 
     def summary(self) -> str:
+        """Counts of what the reviewer acts on; renames and orphans appear only when there are some."""
+        renames = sum(1 for r in self.renames if not r.refused)
+        refused = self.count(Action.REFUSED) + sum(1 for r in self.renames if r.refused)
+        orphans = self.count(Action.ORPHAN)
         return (
             f"Plan: {self.count(Action.CREATE)} to create, "
             f"{self.count(Action.UPDATE) + self.count(Action.DRIFT)} to update, "
-            f"{self.count(Action.UNCHANGED)} unchanged, {self.count(Action.REFUSED)} refused"
-            + (f", {self.count(Action.ORPHAN)} without a manifest." if self.has_orphans else ".")
+            + (f"{renames} to rename, " if renames else "")
+            + f"{self.count(Action.UNCHANGED)} unchanged, {refused} refused"
+            + (f", {orphans} without a manifest (to destroy: odfproj destroy --orphans)." if orphans else ".")
         )

@@ -25,8 +25,10 @@ from odfproj.plan.model import (
     AppendDefinitions,
     EventChange,
     Ingest,
+    InputName,
     OutputSchema,
     Plan,
+    RenameDataset,
     Step,
     Transform,
     TransformInput,
@@ -34,6 +36,7 @@ from odfproj.plan.model import (
 
 #: The ``step`` tag of each kind of step in the JSON form.
 STEP_TAGS: dict[type, str] = {
+    RenameDataset: "rename",
     AppendDefinitions: "append_definitions",
     Ingest: "ingest",
     Transform: "transform",
@@ -46,6 +49,7 @@ def plan_to_data(plan: Plan) -> dict[str, Any]:
     data["steps"] = [{"step": STEP_TAGS[type(s)], **_jsonable(asdict(s))} for s in plan.steps]
     data["odfproj_version"] = __version__
     data["counts"] = {a.value: plan.count(a) for a in Action}
+    data["counts"]["rename"] = sum(1 for r in plan.renames if not r.refused)
     data["summary"] = plan.summary()
     return data
 
@@ -106,6 +110,16 @@ def _step_from_data(s: dict[str, Any]) -> Step:
             tuple(s["notes"]),
             tuple(s["warnings"]),
         )
+    if s["step"] == "rename":
+        return RenameDataset(
+            s["source"],
+            s["dataset"],
+            s["declared_in"],
+            s["manifest"],
+            s["dataset_id"],
+            s["expected_head"],
+            tuple(s["reasons"]),
+        )
     if s["step"] == "transform":
         inputs = tuple(
             TransformInput(i["name"], i["dataset_id"], i["last_offset"], i["consumed"]) for i in s["inputs"]
@@ -124,6 +138,8 @@ def _step_from_data(s: dict[str, Any]) -> Step:
         expected_head=s["expected_head"],
         pending_inputs=tuple(s["pending_inputs"]),
         output_schema=_output_schema(s.get("output_schema")),
+        input_names=tuple(InputName(i["dataset_id"], i["name"]) for i in s.get("input_names", ())),
+        downstream=tuple(s.get("downstream", ())),
     )
 
 

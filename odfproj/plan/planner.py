@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,8 +11,9 @@ import pyarrow as pa
 
 from odfproj.odf import model
 from odfproj.plan.diff import ChainView, diff_dataset, fold
-from odfproj.plan.model import Action, AppendDefinitions, DataStep, Plan
+from odfproj.plan.model import Action, AppendDefinitions, DataStep, InputName, Plan, RenameDataset, Transform
 from odfproj.plan.queries import QueryChecker, check_queries
+from odfproj.plan.renames import PlannedRenames
 from odfproj.plan.work import data_step
 
 
@@ -33,8 +34,15 @@ def make_plan(
     query_checker: QueryChecker | None = None,
     orphan_readers: Mapping[str, Sequence[str]] | None = None,
     project_root: Path | None = None,
+    known_ids: Mapping[str, str] | None = None,
+    downstream_of: Callable[[str], Iterable[str]] | None = None,
+    renames: PlannedRenames | None = None,
 ) -> Plan:
     """``desired`` in topological order; ``views`` keyed by lower-case dataset name.
+
+    ``renames`` (see ``plan.renames``) come first in the plan, and every other step is planned against
+    the chains as they are named after them (``renames.views``, which replaces ``views``). A derivative
+    whose manifest still names a renamed dataset's old name is refused: its input would not exist.
 
     The plan lists one ``AppendDefinitions`` per dataset, then the data steps of the datasets that are
     not refused (see ``plan.work``; ``project_root`` lets it list the files a FilesGlob root will read).
@@ -42,14 +50,22 @@ def make_plan(
     ``query_checker`` validates created and changed queries (see ``plan.queries``); without one they
     are marked as not validated. ``orphan_readers`` names, for an orphan, the project's datasets that
     still read it (its manifest was deleted under them).
+
+    ``known_ids`` (``did:odf`` -> name, the workspace's) names the inputs a step's changes give by
+    id; ``downstream_of`` (the dataset graph's ``downstream``) finds, for a dataset run recomputes,
+    the datasets it recomputes after it.
     """
+    renames = renames or PlannedRenames((), views)
+    views = renames.views
     planned_ids = {name: view.dataset_id for name, view in views.items()}
 
     def resolve(ref: str) -> str | None:
         return planned_ids.get(ref.lower())
 
     diffs = [
-        diff_dataset(d.snapshot, d.manifest, views.get(d.snapshot.name.lower()), resolve) for d in desired
+        _refuse_old_names(d, renames)
+        or diff_dataset(d.snapshot, d.manifest, views.get(d.snapshot.name.lower()), resolve)
+        for d in desired
     ]
     needed = _inputs_of_changed(desired, diffs)
     planned: dict[str, pa.Schema] = {}
@@ -73,6 +89,9 @@ def make_plan(
             if data is not None:
                 work.append(data)
         steps.append(step)
+    steps = _with_input_names(steps, _names_by_id(desired, views, known_ids or {}))
+    if downstream_of is not None:
+        steps = _with_downstream(steps, work, downstream_of)
     for name in sorted(orphans):
         view = views.get(name.lower())
         steps.append(
@@ -88,10 +107,49 @@ def make_plan(
     return Plan(
         project=project,
         workspace=workspace,
-        steps=(*steps, *work),
+        steps=(*_with_definition_refusals(renames.steps, steps), *steps, *work),
         warnings=tuple(warnings),
         created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     )
+
+
+def _refuse_old_names(d: DesiredDataset, renames: PlannedRenames) -> AppendDefinitions | None:
+    """A refused step when ``d`` reads a dataset by the name this plan renames away; else None."""
+    transform = fold(d.snapshot.metadata).get("SetTransform")
+    if not isinstance(transform, model.SetTransform):
+        return None
+    reasons = tuple(
+        f"input {i.dataset_ref!r} is renamed to {new!r} (odfproj.yaml moved): name it {new!r} "
+        "(same id: nothing is recomputed)"
+        for i in transform.inputs
+        if (new := renames.renamed_to(i.dataset_ref)) is not None
+    )
+    if not reasons:
+        return None
+    own = renames.views.get(d.snapshot.name.lower())
+    return AppendDefinitions(
+        d.snapshot.name,
+        Action.REFUSED,
+        d.manifest,
+        d.snapshot.kind.name,
+        reasons=reasons,
+        expected_head=own.head if own else None,
+    )
+
+
+def _with_definition_refusals(
+    renames: tuple[RenameDataset, ...], steps: list[AppendDefinitions]
+) -> tuple[RenameDataset, ...]:
+    """A rename whose dataset's definition change is refused is refused with it (one line, both files)."""
+    refused = {s.dataset.lower(): s for s in steps if s.action is Action.REFUSED}
+    out = []
+    for rename in renames:
+        step = refused.get(rename.dataset.lower())
+        if step is not None and not rename.refused:
+            why = f"{rename.declared_in}: moved {rename.source} -> {rename.dataset}: refused with the change "
+            rename = replace(rename, reasons=(f"{why}{step.manifest} makes: {step.reasons[0]}",))
+        out.append(rename)
+    return tuple(out)
 
 
 def _orphan_reasons(name: str, readers: Sequence[str]) -> tuple[str, ...]:
@@ -112,3 +170,48 @@ def _inputs_of_changed(desired: Sequence[DesiredDataset], diffs: Sequence[Append
         if step.has_changes and isinstance(transform, model.SetTransform):
             names.update(i.dataset_ref.lower() for i in transform.inputs)
     return names
+
+
+def _names_by_id(
+    desired: Sequence[DesiredDataset], views: Mapping[str, ChainView], known_ids: Mapping[str, str]
+) -> dict[str, str]:
+    """``did:odf`` -> the name plans show: the manifest's (a renamed dataset's new name), else the
+    workspace's spelling."""
+    spelled = {d.snapshot.name.lower(): d.snapshot.name for d in desired}
+    names = dict(known_ids)
+    for key, view in views.items():
+        names[view.dataset_id] = spelled.get(key) or known_ids.get(view.dataset_id) or key
+    return names
+
+
+def _with_input_names(steps: list[AppendDefinitions], names: Mapping[str, str]) -> list[AppendDefinitions]:
+    """Each step with the names of the input ids its SetTransform changes mention."""
+    out = []
+    for step in steps:
+        ids = {
+            inp.get("datasetRef")
+            for change in step.changes
+            for side in (change.before, change.after)
+            if change.kind == "SetTransform" and side is not None
+            for inp in side.get("inputs") or ()
+        }
+        found = tuple(InputName(i, names[i]) for i in sorted(i for i in ids if i in names))
+        out.append(replace(step, input_names=found) if found else step)
+    return out
+
+
+def _with_downstream(
+    steps: list[AppendDefinitions], work: Sequence[DataStep], downstream_of: Callable[[str], Iterable[str]]
+) -> list[AppendDefinitions]:
+    """Each step that makes run recompute its dataset, with the datasets run recomputes after it.
+
+    Only datasets with a transform step in this plan count: a narrowed plan's run leaves the others.
+    """
+    order = {s.dataset.lower(): i for i, s in enumerate(work) if isinstance(s, Transform)}
+    out = []
+    for step in steps:
+        if step.recomputes:
+            below = {n.lower(): n for n in downstream_of(step.dataset) if n.lower() in order}
+            step = replace(step, downstream=tuple(below[k] for k in sorted(below, key=order.__getitem__)))
+        out.append(step)
+    return out

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -113,20 +113,20 @@ def check_queries(
             to_spark(transform)
         except UntranslatableQueryError as e:
             return CheckedStep(_refused(step, f"the {label} query cannot run: {e}"))
+    definition = fold(snapshot.metadata)  # once: both checks read the current definition
     if snapshot.kind == model.DatasetKind.Root:
-        return _check_sources(step, snapshot, own, checker, needed)
-    return _check_transform(step, snapshot, own, views, checker, planned)
+        return _check_sources(step, definition, own, checker, needed)
+    return _check_transform(step, definition, own, views, checker, planned or {})
 
 
 def _check_sources(
     step: AppendDefinitions,
-    snapshot: model.DatasetSnapshot,
+    definition: Mapping[str, Any],
     own: ChainView | None,
     checker: QueryChecker | None,
     needed: bool,
 ) -> CheckedStep:
     """A root's sources checked over empty input of the read schema; the planned schema if it has no data."""
-    definition = fold(snapshot.metadata)
     changed = {c.key for c in step.changes if c.event is not None}
     has_schema = own is not None and own.schema_bytes is not None
     vocab = definition.get("SetVocab")
@@ -158,20 +158,19 @@ _NOT_VALIDATED = "query not validated (planned without the engine, e.g. --no-val
 
 def _check_transform(
     step: AppendDefinitions,
-    snapshot: model.DatasetSnapshot,
+    definition: Mapping[str, Any],
     own: ChainView | None,
     views: Mapping[str, ChainView],
     checker: QueryChecker | None,
-    planned: Mapping[str, pa.Schema] | None = None,
+    planned: Mapping[str, pa.Schema],
 ) -> CheckedStep:
     """``step`` with the output schema of its new query, refused if the query or its schema breaks rules."""
     change = next((c for c in step.changes if c.key == "SetTransform" and c.event is not None), None)
-    definition = fold(snapshot.metadata)
     transform = definition.get("SetTransform")
     if change is None or not isinstance(transform, model.SetTransform):
         return CheckedStep(step)
     before = own.data_schema if own is not None else None
-    inputs = _input_schemas(transform, views, planned or {})
+    inputs = _input_schemas(transform, views, planned)
     if checker is None:
         note = _NOT_VALIDATED
     elif inputs.unknown:

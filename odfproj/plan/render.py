@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
-import difflib
 import re
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
 
-from odfproj.odf.yaml_codec import dump_yaml
-from odfproj.plan.model import Action, AppendDefinitions, DataStep, Ingest, OutputSchema, Plan, TransformInput
+from odfproj.plan.event_diff import change_lines
+from odfproj.plan.model import (
+    Action,
+    AppendDefinitions,
+    DataStep,
+    Ingest,
+    OutputSchema,
+    Plan,
+    RenameDataset,
+    Transform,
+    TransformInput,
+)
 from odfproj.plan.planfile import plan_to_json
 
 _ORDER = {
@@ -20,40 +30,25 @@ _ORDER = {
 }
 
 
-def _yaml_lines(data: dict[str, Any] | None) -> list[str]:
-    return dump_yaml(data).splitlines() if data is not None else []
-
-
-def field_diff(before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[str]:
-    """A field-level YAML diff: changed lines only, each with '-' or '+', and '  ' for context."""
-    old, new = _yaml_lines(before), _yaml_lines(after)
-    if not old:
-        return [f"+ {line}" for line in new]
-    if not new:
-        return [f"- {line}" for line in old]
-    out = []
-    for line in difflib.unified_diff(old, new, lineterm="", n=1):
-        if line.startswith(("---", "+++", "@@")):
-            continue
-        out.append(f"{line[0]} {line[1:]}" if line[:1] in "+-" else f"  {line[1:]}")
-    return out
-
-
 def render_text(plan: Plan, *, show_unchanged: bool = False, data: bool = True) -> str:
     """The plan for a terminal; ``data`` adds the data steps ``run`` takes after applying."""
     lines: list[str] = []
     visible = [s for s in plan.definitions if show_unchanged or s.action is not Action.UNCHANGED]
-    if not visible:
+    if not visible and not plan.renames:
         lines.append("No changes. The workspace matches the manifests.")
     else:
         lines.append("odfproj will perform the following actions:")
+    for rename in plan.renames:
+        lines.append("")
+        lines.extend(rename_lines(rename))
+    labels = step_labels(plan)
     for step in sorted(visible, key=lambda s: _ORDER[s.action]):
         lines.append("")
-        lines.extend(_step_text(step))
+        lines.extend(_step_text(step, labels.names))
     if data and plan.data_steps:
         lines += ["", DATA_HEADING]
         for data_step in plan.data_steps:
-            lines.extend(data_step_lines(data_step))
+            lines.extend(data_step_lines(data_step, labels))
     for warning in plan.warnings:
         lines.append(f"warning: {warning}")
     lines.append("")
@@ -72,8 +67,37 @@ DATA_HEADING = "Data work `odfproj run` does after applying, in this order:"
 MODE_UNKNOWN = "not known without the engine (the query was not checked in this plan); run decides it"
 
 
-def data_step_lines(step: DataStep) -> list[str]:
+def dataset_names(plan: Plan) -> dict[str, str]:
+    """``did:odf`` -> dataset name for every input id the plan knows a name of: inputs are shown by name."""
+    names: dict[str, str] = {}
+    for step in plan.steps:
+        if isinstance(step, AppendDefinitions):
+            names.update((n.dataset_id, n.name) for n in step.input_names)
+        elif isinstance(step, Transform):
+            names.update(
+                (i.dataset_id, i.name) for i in step.inputs if i.dataset_id and not i.name.startswith("did:")
+            )
+    return names
+
+
+@dataclass(frozen=True)
+class StepLabels:
+    """What the renderers add to a step from the rest of the plan."""
+
+    #: ``did:odf`` -> dataset name (``dataset_names``).
+    names: Mapping[str, str]
+    #: Datasets whose changed query makes run recompute them (lower-case).
+    recomputed: frozenset[str]
+
+
+def step_labels(plan: Plan) -> StepLabels:
+    recomputed = frozenset(s.dataset.lower() for s in plan.definitions if s.recomputes)
+    return StepLabels(dataset_names(plan), recomputed)
+
+
+def data_step_lines(step: DataStep, labels: StepLabels | None = None) -> list[str]:
     """One data step: a head line, then what it reads (``#``) and its warnings (``!``)."""
+    names = labels.names if labels is not None else {}
     if isinstance(step, Ingest):
         source = f" {step.source}" if step.source else ""
         lines = [f"  ingest {step.dataset}  ({step.fetch}{source})"]
@@ -84,8 +108,10 @@ def data_step_lines(step: DataStep) -> list[str]:
         lines += [f"    ! warning: {warning}" for warning in step.warnings]
         return lines
     lines = [f"  transform {step.dataset}"]
+    if labels is not None and step.dataset.lower() in labels.recomputed:
+        lines.append("    # recomputes its whole state: its query changed")
     for inp in step.inputs:
-        lines.append(f"    # input {inp.name}: {_input_status(inp)}")
+        lines.append(f"    # input {names.get(inp.name, inp.name)}: {_input_status(inp)}")
     lines.append(f"    # mode: {step.mode or MODE_UNKNOWN}")
     return lines
 
@@ -102,7 +128,20 @@ def _input_status(inp: TransformInput) -> str:
     return "no new data yet"
 
 
-def _step_text(step: AppendDefinitions) -> list[str]:
+def rename_lines(step: RenameDataset) -> list[str]:
+    """A declared rename: ``~ old -> new``, or ``!`` with its reasons when refused."""
+    where = f"  ({step.declared_in}" + (f", {step.manifest})" if step.manifest else ")")
+    if step.refused:
+        return [f"! {step.source} -> {step.dataset}{where}  # rename refused"] + [
+            f"    ! {reason}" for reason in step.reasons
+        ]
+    return [
+        f"~ {step.source} -> {step.dataset}{where}  # rename",
+        f"    # keeps its id {step.dataset_id}, chain, data and key: nothing is recomputed",
+    ]
+
+
+def _step_text(step: AppendDefinitions, names: Mapping[str, str]) -> list[str]:
     where = f"  ({step.manifest})" if step.manifest else ""
     kind = f" [{step.kind}]" if step.kind else ""
     head = f"{step.action.symbol} {step.dataset}{kind}{where}"
@@ -115,18 +154,35 @@ def _step_text(step: AppendDefinitions) -> list[str]:
         lines.append(f"    {'!' if step.action is Action.REFUSED else '#'} {reason}")
     for pending in step.pending_inputs:
         lines.append(f"    # input '{pending}' is created by this apply; its id is known after apply")
+    if step.recomputes:
+        lines.append(f"    # {impact(step)}")
     if step.output_schema is not None:
         lines.extend(_schema_lines(step.output_schema))
     if step.action in (Action.CREATE, Action.UPDATE, Action.DRIFT):
         if step.action is Action.CREATE:
             lines.append("    + Seed (a new dataset id and key)")
         for change in step.changes:
-            marker = "+" if change.before is None else ("-" if change.after is None else "~")
-            lines.append(f"    {marker} {change.kind}")
-            for note in change.notes:
-                lines.append(f"        # {note}")
-            lines.extend(f"        {line}" for line in field_diff(change.before, change.after))
+            lines.extend(f"    {line}" for line in change_lines(change, names))
+            lines.extend(f"        # {note}" for note in change.notes)
     return lines
+
+
+#: Downstream datasets a text or markdown plan names before "and N more" (the JSON form lists all).
+DOWNSTREAM_NAMED = 5
+
+
+def impact(step: AppendDefinitions) -> str:
+    """What run recomputes because of the step: the dataset itself and ``N downstream datasets``."""
+    count = len(step.downstream)
+    if not count:
+        return "run recomputes this dataset from its inputs; no downstream dataset will be recomputed"
+    named = ", ".join(step.downstream[:DOWNSTREAM_NAMED])
+    more = f" and {count - DOWNSTREAM_NAMED} more" if count > DOWNSTREAM_NAMED else ""
+    plural = "s" if count != 1 else ""
+    return (
+        f"run recomputes this dataset from its inputs; {count} downstream dataset{plural} "
+        f"will be recomputed ({named}{more})"
+    )
 
 
 #: ANSI colours of a plan's marker lines on a terminal: create green, update yellow, refuse red.
@@ -165,60 +221,225 @@ def render_json(plan: Plan) -> str:
     return plan_to_json(plan)
 
 
-def render_markdown(plan: Plan, *, show_unchanged: bool = False) -> str:
+#: GitHub refuses a comment longer than this many characters.
+GITHUB_COMMENT_LIMIT = 65_536
+#: Datasets the markdown form details in full (each a collapsible diff); the table names the rest.
+MARKDOWN_DETAILED = 30
+#: Rows of the markdown form's table; past them it counts the datasets left out, per action.
+MARKDOWN_TABLE_ROWS = 250
+#: Data steps the markdown form lists; past them it says how many more run takes.
+MARKDOWN_DATA_STEPS = 100
+#: Warnings the markdown form shows; past them it says how many more there are.
+MARKDOWN_WARNINGS = 20
+#: Characters kept free for the lines that say what was left out.
+_NOTES_RESERVE = 1_500
+
+
+def render_markdown(plan: Plan, *, show_unchanged: bool = False, limit: int = GITHUB_COMMENT_LIMIT) -> str:
     """A pull-request comment: refusals first, the summary, a table, then collapsible per-dataset diffs.
 
     GitHub renders ``<details>`` and ```` ```diff ```` blocks, so a reviewer sees the whole plan at a
-    glance and opens only the datasets they care about.
+    glance and opens only the datasets they care about. The comment stays under ``limit`` characters
+    (GitHub's comment limit) however large the plan: past fixed thresholds, and whenever the next piece
+    would not fit, it summarises (the first datasets in full, a table of the next, then counts) and says
+    what it left out. Pieces are whole lines and whole code blocks, never cut; every refused dataset is
+    named (by name only once the reasons would not fit).
     """
-    lines = [f"### odfproj plan: {_md_code(plan.project)}", "", f"**{plan.summary()}**", ""]
-    refused = [s for s in plan.definitions if s.action is Action.REFUSED]
-    if refused:
-        lines += [
-            "> [!CAUTION]",
-            f"> **{len(refused)} change(s) refused**; apply will not run until the manifests are fixed:",
-        ]
-        for step in refused:
-            for reason in step.reasons:
-                lines.append(f"> - `{step.dataset}` ({_md_code(step.manifest)}): {_md_escape(reason)}")
-        lines.append("")
+    labels = step_labels(plan)
+    page = _Page(limit - _NOTES_RESERVE)
+    tail = _warnings_md(plan)
+    page.reserve(tail)
+    page.add([f"### odfproj plan: {_md_code(plan.project)}", "", f"**{plan.summary()}**", ""])
+    page.add(_refusals_md([s for s in plan.definitions if s.action is Action.REFUSED], plan.renames, page))
     visible = [s for s in plan.definitions if show_unchanged or s.action is not Action.UNCHANGED]
     visible.sort(key=lambda s: _ORDER[s.action])
-    if not visible:
-        lines.append("No changes. The workspace matches the manifests.")
+    if not visible and not plan.renames:
+        page.add(["No changes. The workspace matches the manifests.", ""])
     else:
-        lines += ["| | dataset | action | manifest | events |", "|---|---|---|---|---|"]
-        for step in visible:
-            events = ", ".join(c.kind for c in step.changes if c.event is not None) or "-"
-            lines.append(
-                f"| `{step.action.symbol.strip() or '='}` | `{step.dataset}` | {step.action.value} "
-                f"| {_md_code(step.manifest, in_table=True)} | {events} |"
-            )
-        lines.append("")
-        for step in visible:
-            body = [_diff_line(line) for line in _step_text(step)[1:]]
-            if not body:
-                continue
-            fence = _fence(body)
-            lines += [
-                f"<details><summary><code>{step.action.symbol} {step.dataset}</code> "
-                f"({step.action.value})</summary>",
-                "",
-                f"{fence}diff",
-                *body,
-                fence,
-                "</details>",
-                "",
-            ]
+        _table_md(visible, plan, show_unchanged, page)
+        _details_md(visible, labels.names, page)
     if plan.data_steps:
-        body = [line for step in plan.data_steps for line in data_step_lines(step)]
+        _data_md(plan.data_steps, labels, page)
+    page.release(tail)
+    page.add(tail)
+    return "\n".join(page.lines).rstrip() + "\n"
+
+
+class _Page:
+    """Markdown lines under a character budget: a piece is added whole or not at all."""
+
+    def __init__(self, budget: int) -> None:
+        self.lines: list[str] = []
+        self.left = budget
+
+    @staticmethod
+    def size(lines: list[str]) -> int:
+        return sum(len(line) + 1 for line in lines)
+
+    def fits(self, lines: list[str]) -> bool:
+        return self.size(lines) <= self.left
+
+    def add(self, lines: list[str], *, force: bool = False) -> bool:
+        """Append ``lines`` if they fit (``force``: a short note on the reserve); False if left out."""
+        if not force and not self.fits(lines):
+            return False
+        self.lines.extend(lines)
+        self.left -= self.size(lines)
+        return True
+
+    def reserve(self, lines: list[str]) -> None:
+        self.left -= self.size(lines)
+
+    def release(self, lines: list[str]) -> None:
+        self.left += self.size(lines)
+
+
+def _refusals_md(
+    refused: list[AppendDefinitions], renames: tuple[RenameDataset, ...], page: _Page
+) -> list[str]:
+    """Every refused rename and dataset with its reasons; datasets by name only when the reasons would
+    take half the page (refused renames are few: one per declared ``moved`` entry at most)."""
+    refused_renames = [r for r in renames if r.refused]
+    if not refused and not refused_renames:
+        return []
+    lines = [
+        "> [!CAUTION]",
+        f"> **{len(refused) + len(refused_renames)} change(s) refused**; apply will not run until the "
+        "manifests are fixed:",
+    ]
+    lines += [
+        f"> - {_md_code(f'{r.source} -> {r.dataset}')}: {_md_escape(_one_line(reason))}"
+        for r in refused_renames
+        for reason in r.reasons
+    ]
+    full = [
+        f"> - `{s.dataset}` ({_md_code(s.manifest)}): {_md_escape(_one_line(reason))}"
+        for s in refused
+        for reason in s.reasons
+    ]
+    if _Page.size(full) <= page.left // 2:
+        return [*lines, *full, ""]
+    lines[-1] += " (reasons in `odfproj plan`; too many to list here)"
+    budget = page.left - _Page.size(lines) - 200
+    for index, step in enumerate(refused):
+        line = f"> - `{step.dataset}` ({_md_code(step.manifest)})"
+        if len(line) + 1 > budget:
+            lines.append(f"> - ... and {len(refused) - index} more refused dataset(s)")
+            break
+        lines.append(line)
+        budget -= len(line) + 1
+    return [*lines, ""]
+
+
+def _table_md(visible: list[AppendDefinitions], plan: Plan, show_unchanged: bool, page: _Page) -> None:
+    rows = ["| | dataset | action | manifest | events | downstream |", "|---|---|---|---|---|---|"]
+    page.add(rows, force=True)
+    for rename in plan.renames:
+        page.add(
+            [
+                f"| `{'!' if rename.refused else '~'}` | {_md_code(f'{rename.source} -> {rename.dataset}')} "
+                f"| {'rename refused' if rename.refused else 'rename'} "
+                f"| {_md_code(rename.declared_in, in_table=True)} | - | - |"
+            ]
+        )
+    shown = 0
+    for step in visible[:MARKDOWN_TABLE_ROWS]:
+        events = ", ".join(c.kind for c in step.changes if c.event is not None) or "-"
+        downstream = str(len(step.downstream)) if step.recomputes else "-"
+        row = (
+            f"| `{step.action.symbol.strip() or '='}` | `{step.dataset}` | {step.action.value} "
+            f"| {_md_code(step.manifest, in_table=True)} | {events} | {downstream} |"
+        )
+        if not page.add([row]):
+            break
+        shown += 1
+    notes = [""]
+    left_out = visible[shown:]
+    if left_out:
+        counts = ", ".join(
+            f"{sum(1 for s in left_out if s.action is a)} {a.value}"
+            for a in _ORDER
+            if any(s.action is a for s in left_out)
+        )
+        notes += [
+            f"... and {len(left_out)} more dataset(s) ({counts}) not listed, to keep this comment under "
+            "GitHub's size limit; `odfproj plan` lists them all.",
+            "",
+        ]
+    unchanged = plan.count(Action.UNCHANGED)
+    if unchanged and not show_unchanged:
+        notes += [f"... and {unchanged} more unchanged.", ""]
+    page.add(notes, force=True)
+
+
+def _details_md(visible: list[AppendDefinitions], names: Mapping[str, str], page: _Page) -> None:
+    """A collapsible diff per dataset, for the first ``MARKDOWN_DETAILED`` that fit (one too large for
+    what is left of the page is passed over, so a huge query diff does not hide every dataset after it)."""
+    detailed = 0
+    with_body = [s for s in visible if len(_step_text(s, names)) > 1]
+    for step in with_body:
+        if detailed >= MARKDOWN_DETAILED:
+            break
+        body = [_diff_line(line) for line in _step_text(step, names)[1:]]
         fence = _fence(body)
-        lines += [f"<details><summary>{_md_escape(DATA_HEADING)}</summary>", "", f"{fence}text", *body, fence]
-        lines += ["</details>", ""]
+        block = [
+            f"<details><summary><code>{step.action.symbol} {step.dataset}</code> "
+            f"({step.action.value})</summary>",
+            "",
+            f"{fence}diff",
+            *body,
+            fence,
+            "</details>",
+            "",
+        ]
+        if page.add(block):
+            detailed += 1
+    if detailed < len(with_body):
+        page.add(
+            [
+                f"Details of {len(with_body) - detailed} dataset(s) are left out to keep this comment "
+                "under GitHub's size limit; `odfproj plan` shows them.",
+                "",
+            ],
+            force=True,
+        )
+
+
+def _data_md(data_steps: tuple[DataStep, ...], labels: StepLabels, page: _Page) -> None:
+    """The data work, as one collapsible block of the first steps that fit."""
+    body: list[str] = []
+    shown = 0
+    wrapper = 2 * len(DATA_HEADING) + 120  # <details>, fences and the "more" line
+    for step in data_steps[:MARKDOWN_DATA_STEPS]:
+        lines = data_step_lines(step, labels)
+        if _Page.size(body) + _Page.size(lines) + wrapper > page.left:
+            break
+        body += lines
+        shown += 1
+    if shown < len(data_steps):
+        body.append(f"  ... and {len(data_steps) - shown} more data step(s) (all in `odfproj plan`)")
+    fence = _fence(body)
+    block = [f"<details><summary>{_md_escape(DATA_HEADING)}</summary>", "", f"{fence}text", *body, fence]
+    page.add([*block, "</details>", ""], force=shown == 0)
+
+
+def _warnings_md(plan: Plan) -> list[str]:
     warnings = [*plan.warnings, *(w for s in plan.data_steps if isinstance(s, Ingest) for w in s.warnings)]
-    for warning in warnings:
-        lines.append(f"> [!WARNING]\n> {_md_escape(warning)}\n")
-    return "\n".join(lines).rstrip() + "\n"
+    lines: list[str] = []
+    for warning in warnings[:MARKDOWN_WARNINGS]:
+        lines += [f"> [!WARNING]\n> {_md_escape(_one_line(warning))}", ""]
+    if len(warnings) > MARKDOWN_WARNINGS:
+        lines += [f"... and {len(warnings) - MARKDOWN_WARNINGS} more warning(s) (all in `odfproj plan`).", ""]
+    return lines
+
+
+#: Characters of one warning the markdown form shows.
+_WARNING_CHARS = 1_000
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _WARNING_CHARS else text[: _WARNING_CHARS - 3] + "..."
 
 
 def _diff_line(line: str) -> str:

@@ -6,17 +6,19 @@ pull request: rendering is sandboxed (project.render), and the workspace is only
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from odfproj.odf import model
 from odfproj.plan.model import Plan
 from odfproj.plan.planner import DesiredDataset, make_plan
 from odfproj.plan.queries import QueryChecker
+from odfproj.plan.renames import plan_renames
 from odfproj.plan.workspace_state import WorkspaceState, load_workspace_state
 from odfproj.project.config import ProjectConfig
 from odfproj.project.loader import LoadedProject, PlanRequest, load_manifests_of, load_selected
 from odfproj.project.manifests import ProjectManifests
+from odfproj.project.moves import Move
 
 __all__ = ["PlanRequest", "ProjectSnapshot", "load_project_state", "plan_project"]
 
@@ -45,9 +47,8 @@ def load_project_state(
         outside = {ref for ref in refs if manifests.get(ref) is None}
         early = load_workspace_state(root, names=outside)
         project = load_selected(config, request, manifests, known_ids=early.known_ids())
-        wanted = set(project.selection.names)
-        for name in project.selection.names:
-            wanted.update(project.graph.graph.predecessors(project.graph.canonical(name)))
+        wanted = _selected_and_inputs(project)
+        wanted.update(n for m in _moves_of(config, wanted) for n in (m.source, m.target))
         state = load_workspace_state(root, names=wanted | outside)
     else:
         state = load_workspace_state(root)
@@ -67,6 +68,21 @@ def _input_refs(manifests: ProjectManifests) -> set[str]:
     return refs
 
 
+def _selected_and_inputs(project: LoadedProject) -> set[str]:
+    """The selected datasets and their direct inputs: the chains a narrowed plan reads."""
+    wanted = set(project.selection.names)
+    for name in project.selection.names:
+        wanted.update(project.graph.graph.predecessors(project.graph.canonical(name)))
+    return wanted
+
+
+def _moves_of(config: ProjectConfig, covered: Collection[str]) -> tuple[Move, ...]:
+    """The declared renames a narrowed plan makes: those whose new name it selects or reads as an input
+    (a selected reader of a renamed dataset needs the rename to find its input)."""
+    names = {n.lower() for n in covered}
+    return tuple(m for m in config.moves if m.target.lower() in names)
+
+
 def plan_project(
     config: ProjectConfig,
     request: PlanRequest,
@@ -84,9 +100,20 @@ def plan_project(
         manifest = snapshot.graph.manifest_of(name)
         if manifest is not None and manifest.snapshot is not None:
             desired.append(DesiredDataset(manifest.rel_path, manifest.snapshot))
+    state = snapshot.state
+    renames = plan_renames(
+        config.moves if not request.narrowed else _moves_of(config, _selected_and_inputs(snapshot)),
+        state.views,
+        {n.lower(): n for n in state.names},
+        {name.lower(): m.rel_path for name, m in snapshot.manifests.by_name.items()},
+        workspace_empty=state.total == 0,
+        remote=config.remote_workspace(),
+    )
     orphans: list[str] = []
     if not request.narrowed:
-        orphans = [n for n in snapshot.state.names if n not in snapshot.manifests.by_name]
+        orphans = [
+            n for n in state.names if n not in snapshot.manifests.by_name and renames.renamed_to(n) is None
+        ]
     plan = make_plan(
         project=config.name,
         workspace=str(snapshot.workspace),
@@ -101,5 +128,8 @@ def plan_project(
             if name in snapshot.graph
         },
         project_root=config.root,
+        known_ids=snapshot.state.known_ids(),
+        downstream_of=snapshot.graph.downstream,
+        renames=renames,
     )
     return plan, snapshot

@@ -26,6 +26,8 @@ class WorkspaceState:
 
     views: Mapping[str, ChainView]
     names: tuple[str, ...]
+    #: How many datasets the workspace holds, read or not (a narrowed plan reads only some).
+    total: int = 0
 
     def known_ids(self) -> dict[str, str]:
         """``did:odf`` -> dataset name, for resolving inputs given by id."""
@@ -41,7 +43,8 @@ def load_workspace_state(root: Path, names: Collection[str] | None = None) -> Wo
 
     workspace = Workspace(root)
     wanted = None if names is None else {n.lower() for n in names}
-    read = tuple(n for n in workspace.list_datasets() if wanted is None or n.lower() in wanted)
+    listed = workspace.list_datasets()
+    read = tuple(n for n in listed if wanted is None or n.lower() in wanted)
     views: dict[str, ChainView] = {}
     for name in read:
         dataset = workspace.open(name, recover=False)
@@ -68,7 +71,7 @@ def load_workspace_state(root: Path, names: Collection[str] | None = None) -> Wo
             schema_bytes=projection.schema,
             **_files_glob_progress(dataset, projection),
         )
-    return WorkspaceState(MappingProxyType(views), read)
+    return WorkspaceState(MappingProxyType(views), read, len(listed))
 
 
 def _files_glob_progress(dataset: Dataset, projection: ChainProjection) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from odfproj.errors import OdfprojError
 from odfproj.odf.yaml_source import check_yaml_limits
 from odfproj.project.boundary import glob_refusal, path_refusal
 from odfproj.project.env import EnvPolicy, parse_env_section
+from odfproj.project.moves import Move, parse_moves
 from odfproj.remote.location import is_remote_workspace, remote_cache_dir
 
 CONFIG_FILE = "odfproj.yaml"
@@ -40,7 +41,7 @@ WORKSPACE_ENV = "ODFPROJ_WORKSPACE"
 MACRO_DIR = "macros"
 MACRO_SUFFIXES = (".sql", ".j2", ".jinja", ".yaml")
 
-_TOP_KEYS = {"name", "manifests", "tests", "workspace", "vars", "env", "targets", "target"}
+_TOP_KEYS = {"name", "manifests", "tests", "workspace", "vars", "env", "targets", "target", "moved"}
 _TARGET_KEYS = {"spark_master", "storage_root", "spark_conf"}
 
 
@@ -78,6 +79,8 @@ class ProjectConfig:
     default_target: str = "dev"
     env: EnvPolicy = field(default_factory=EnvPolicy)
     """The environment variables templates may read, and which ones are secret (``env:``)."""
+    moves: tuple[Move, ...] = ()
+    """Declared renames (``moved:``), see :mod:`odfproj.project.moves`."""
 
     @property
     def config_path(self) -> Path:
@@ -220,6 +223,7 @@ def parse_config(root: Path, text: str) -> ProjectConfig:
     except ValueError as e:
         raise ProjectError(f"{path}: {e}") from None
     check_config_schema(path, data)  # before the targets: they turn values into paths
+    moves = parse_moves(path, data.get("moved"))
     targets = _parse_targets(path, root, data.get("targets") or {"dev": {}})
     default_target = data.get("target") or ("dev" if "dev" in targets else next(iter(targets)))
     if default_target not in targets:
@@ -234,6 +238,7 @@ def parse_config(root: Path, text: str) -> ProjectConfig:
         targets=MappingProxyType(targets),
         default_target=default_target,
         env=env,
+        moves=moves,
     )
 
 

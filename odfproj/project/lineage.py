@@ -98,11 +98,47 @@ def render(lineage: Lineage, output_format: LineageFormat) -> str:
     return renderers[output_format](lineage)
 
 
-_TEXT_TAGS = {
-    NodeKind.ROOT: "[Root]",
-    NodeKind.DERIVATIVE: "[Derivative]",
-    NodeKind.EXTERNAL: "[external]",
-    NodeKind.INVALID: "[invalid manifest]",
+@dataclass(frozen=True)
+class _Look:
+    """How one kind of node is drawn in each format; one row per kind keeps the formats' colours alike."""
+
+    tag: str
+    """In text, after the name."""
+    dot: str
+    """Graphviz node attributes."""
+    mermaid_shape: tuple[str, str]
+    """The brackets around a Mermaid node's label."""
+    mermaid_class: str
+    """The Mermaid ``classDef`` style named after the kind."""
+
+
+_ROOT_FILL, _DERIVATIVE_FILL, _INVALID_FILL = "#d4e6f9", "#e3f4d7", "#f9d4d4"
+
+_LOOKS = {
+    NodeKind.ROOT: _Look(
+        "[Root]",
+        f'shape=cylinder, style=filled, fillcolor="{_ROOT_FILL}"',
+        ("[(", ")]"),  # cylinder
+        f"fill:{_ROOT_FILL},stroke:#3b73b9",
+    ),
+    NodeKind.DERIVATIVE: _Look(
+        "[Derivative]",
+        f'shape=box, style="rounded,filled", fillcolor="{_DERIVATIVE_FILL}"',
+        ("(", ")"),  # rounded box
+        f"fill:{_DERIVATIVE_FILL},stroke:#4e9a2a",
+    ),
+    NodeKind.EXTERNAL: _Look(
+        "[external]",
+        "shape=box, style=dashed",
+        ("[/", "/]"),
+        "stroke-dasharray:4 3",  # parallelogram
+    ),
+    NodeKind.INVALID: _Look(
+        "[invalid manifest]",
+        f'shape=box, style="filled", fillcolor="{_INVALID_FILL}"',
+        ("{{", "}}"),  # hexagon
+        f"fill:{_INVALID_FILL},stroke:#b93b3b",
+    ),
 }
 
 
@@ -116,7 +152,7 @@ def render_text(lineage: Lineage) -> str:
     lines = []
     for node in lineage.nodes:
         where = f"  ({node.manifest})" if node.manifest else ""
-        lines.append(f"{node.name} {_TEXT_TAGS[node.kind]}{where}")
+        lines.append(f"{node.name} {_LOOKS[node.kind].tag}{where}")
         for edge in inputs.get(node.name, []):
             alias = f" as {edge.alias}" if edge.alias else ""
             lines.append(f"  <- {edge.source}{alias}")
@@ -133,32 +169,16 @@ def _dot_quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-_DOT_STYLE = {
-    NodeKind.ROOT: 'shape=cylinder, style=filled, fillcolor="#d4e6f9"',
-    NodeKind.DERIVATIVE: 'shape=box, style="rounded,filled", fillcolor="#e3f4d7"',
-    NodeKind.EXTERNAL: "shape=box, style=dashed",
-    NodeKind.INVALID: 'shape=box, style="filled", fillcolor="#f9d4d4"',
-}
-
-
 def render_dot(lineage: Lineage) -> str:
     """Graphviz: roots are blue cylinders, derivatives green rounded boxes, external inputs dashed."""
     lines = [f"digraph {_dot_quote(lineage.project)} {{", "  rankdir=LR;", '  node [fontname="Helvetica"];']
     for node in lineage.nodes:
-        lines.append(f"  {_dot_quote(node.name)} [{_DOT_STYLE[node.kind]}];")
+        lines.append(f"  {_dot_quote(node.name)} [{_LOOKS[node.kind].dot}];")
     for edge in lineage.edges:
         label = f" [label={_dot_quote(edge.alias)}]" if edge.alias else ""
         lines.append(f"  {_dot_quote(edge.source)} -> {_dot_quote(edge.target)}{label};")
     lines.append("}")
     return "\n".join(lines) + "\n"
-
-
-_MERMAID_SHAPE = {
-    NodeKind.ROOT: ("[(", ")]"),  # cylinder
-    NodeKind.DERIVATIVE: ("(", ")"),  # rounded box
-    NodeKind.EXTERNAL: ("[/", "/]"),  # parallelogram
-    NodeKind.INVALID: ("{{", "}}"),  # hexagon
-}
 
 
 def _mermaid_text(text: str) -> str:
@@ -170,16 +190,13 @@ def render_mermaid(lineage: Lineage) -> str:
     ids = {node.name: f"n{index}" for index, node in enumerate(lineage.nodes)}
     lines = ["flowchart LR"]
     for node in lineage.nodes:
-        opening, closing = _MERMAID_SHAPE[node.kind]
+        opening, closing = _LOOKS[node.kind].mermaid_shape
         lines.append(f"  {ids[node.name]}{opening}{_mermaid_text(node.name)}{closing}")
         lines.append(f"  class {ids[node.name]} {node.kind.value}")
     for edge in lineage.edges:
         arrow = f"-- {_mermaid_text(edge.alias)} -->" if edge.alias else "-->"
         lines.append(f"  {ids[edge.source]} {arrow} {ids[edge.target]}")
-    lines.append("  classDef root fill:#d4e6f9,stroke:#3b73b9")
-    lines.append("  classDef derivative fill:#e3f4d7,stroke:#4e9a2a")
-    lines.append("  classDef external stroke-dasharray:4 3")
-    lines.append("  classDef invalid fill:#f9d4d4,stroke:#b93b3b")
+    lines.extend(f"  classDef {kind.value} {look.mermaid_class}" for kind, look in _LOOKS.items())
     return "\n".join(lines) + "\n"
 
 

@@ -18,13 +18,14 @@ from typing import Any
 
 from odfproj.errors import PlanError
 from odfproj.odf import model
+from odfproj.odf.identity import DatasetId
 from odfproj.odf.multiformats import Multihash
 from odfproj.odf.yaml_codec import from_data
 from odfproj.plan.apply_record import APPLY_RECORD, applied_sequence_number, apply_record
-from odfproj.plan.model import Action, AppendDefinitions, Plan
+from odfproj.plan.model import Action, AppendDefinitions, Plan, RenameDataset
 from odfproj.plan.planfile import read_plan_file
 from odfproj.storage.dataset import Dataset
-from odfproj.storage.errors import DatasetNotFoundError
+from odfproj.storage.errors import DatasetExistsError, DatasetNotFoundError
 from odfproj.storage.workspace import Workspace
 
 
@@ -45,6 +46,8 @@ class ApplyResult:
     steps: tuple[AppliedStep, ...]
     #: Datasets left untouched because the apply was interrupted before their step.
     not_applied: tuple[str, ...] = ()
+    #: Renames made, as ``(old name, new name)``, before any definition was appended.
+    renamed: tuple[tuple[str, str], ...] = ()
 
     @property
     def changed(self) -> tuple[AppliedStep, ...]:
@@ -54,7 +57,8 @@ class ApplyResult:
         created = sum(1 for s in self.steps if s.action is Action.CREATE)
         updated = sum(1 for s in self.steps if s.action in (Action.UPDATE, Action.DRIFT))
         blocks = sum(len(s.events) for s in self.steps)
-        done = f"{created} created, {updated} updated, {blocks} block(s) appended"
+        renamed = f"{len(self.renamed)} renamed, " if self.renamed else ""
+        done = f"{renamed}{created} created, {updated} updated, {blocks} block(s) appended"
         if self.not_applied:
             return (
                 f"Apply interrupted: {done}; {len(self.not_applied)} dataset(s) not applied "
@@ -65,7 +69,10 @@ class ApplyResult:
 
 def check_plan(plan: Plan, workspace: Workspace) -> None:
     """Refuse a plan with refused steps, or one whose datasets moved since it was made."""
-    refused = [s for s in plan.definitions if s.action is Action.REFUSED]
+    refused = [
+        *(r for r in plan.renames if r.refused),
+        *(s for s in plan.definitions if s.action is Action.REFUSED),
+    ]
     if refused:
         first = refused[0]
         more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
@@ -73,8 +80,21 @@ def check_plan(plan: Plan, workspace: Workspace) -> None:
             f"the plan has refused changes; nothing was applied: {first.dataset}: "
             f"{'; '.join(first.reasons)}{more}"
         )
+    renamed = {r.dataset.lower(): r.source for r in plan.renames}
+    for rename in plan.renames:
+        if workspace.exists(rename.dataset):
+            raise StalePlanError(
+                f"dataset {rename.dataset} was created since the plan was made; nothing was applied: "
+                "run odfproj plan again"
+            )
+        if _current_head(workspace, rename.source) != rename.expected_head:
+            raise StalePlanError(
+                f"dataset {rename.source} (to be renamed to {rename.dataset}) changed since the plan was made; "
+                "nothing was applied: run odfproj plan again"
+            )
     for step in plan.definitions:
-        current = _current_head(workspace, step.dataset)
+        # A renamed dataset's definitions were planned against its chain under the old name.
+        current = _current_head(workspace, renamed.get(step.dataset.lower(), step.dataset))
         if current != step.expected_head:
             if step.expected_head is None:
                 why = "was created"
@@ -110,17 +130,33 @@ def apply_plan(
     """
     check_plan(plan, workspace)
     now = system_time or datetime.now(UTC)
+    renamed = []
+    for rename in plan.renames:  # first: the definition steps name the datasets by their new names
+        if cancel is not None and cancel.is_set():
+            left = tuple(r.dataset for r in plan.renames[len(renamed) :])
+            return ApplyResult((), not_applied=left, renamed=tuple(renamed))
+        _rename(rename, workspace)
+        renamed.append((rename.source, rename.dataset))
     applied: list[AppliedStep] = []
     steps = [s for s in plan.definitions if s.action not in (Action.ORPHAN, Action.REFUSED)]
     for index, step in enumerate(steps):
         if cancel is not None and cancel.is_set():
             left = tuple(s.dataset for s in steps[index:] if s.changes)
-            return ApplyResult(tuple(applied), not_applied=left)
+            return ApplyResult(tuple(applied), not_applied=left, renamed=tuple(renamed))
         result = _apply_step(step, workspace, now)
         applied.append(result)
         if on_step is not None:
             on_step(result)
-    return ApplyResult(tuple(applied))
+    return ApplyResult(tuple(applied), renamed=tuple(renamed))
+
+
+def _rename(step: RenameDataset, workspace: Workspace) -> None:
+    """Rename one dataset, refusing it (as stale) if it was replaced since the plan was made."""
+    expected = DatasetId.from_did_str(step.dataset_id) if step.dataset_id else None
+    try:
+        workspace.rename(step.source, step.dataset, expected_id=expected)
+    except DatasetExistsError as e:
+        raise StalePlanError(f"{e}; run odfproj plan again") from None
 
 
 def _apply_step(step: AppendDefinitions, workspace: Workspace, now: datetime) -> AppliedStep:

@@ -71,7 +71,8 @@ def destroy_plan(
     """What ``destroy`` would delete: the orphans (``orphans=True``) and the datasets ``selectors`` name.
 
     A selector is the grammar of ``--select`` over the project's datasets; a plain name may also name
-    an orphan. Reads only.
+    an orphan. A dataset odfproj.yaml's ``moved:`` list renames (not yet applied) is not an orphan.
+    Reads only.
     """
     if not selectors and not orphans:
         raise DestroyError("name the datasets to destroy (selectors), or pass --orphans")
@@ -84,7 +85,9 @@ def destroy_plan(
     defined = {n.lower() for n in graph.datasets}
     chosen: dict[str, str] = {}
     if orphans:
-        chosen.update((k, n) for k, n in existing.items() if k not in defined)
+        # A dataset odfproj.yaml declares renamed (moved:) is no orphan: the next apply renames it.
+        pending = {m.source.lower() for m in config.moves if m.target.lower() not in existing}
+        chosen.update((k, n) for k, n in existing.items() if k not in defined and k not in pending)
     managed = [s for s in selectors if s.lower() not in existing or s.lower() in defined]
     for name in (s for s in selectors if s.lower() in existing and s.lower() not in defined):
         chosen[name.lower()] = existing[name.lower()]  # an orphan named outright

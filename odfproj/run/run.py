@@ -33,7 +33,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -271,8 +271,18 @@ def run_project(
         upstream = {n: set(snapshot.graph.upstream(n)) & set(steps) for n in steps}
 
         def work_on(name: str) -> DatasetRun:
+            view = snapshot.state.views.get(name.lower())
+            ingested = view.ingested_files if view is not None else None
             outcome = _run_step(
-                workspace, steps[name], holder, config.root, system_time, environ, report, full_refresh
+                workspace,
+                steps[name],
+                holder,
+                config.root,
+                system_time,
+                environ,
+                report,
+                ingested,
+                full_refresh=full_refresh,
             )
             return _after_update(outcome, suite.of(name), workspace, holder, report)
 
@@ -436,9 +446,15 @@ def _run_step(
     system_time: datetime | None,
     environ: Mapping[str, str],
     on_event: Callable[[RunEvent], None] | None,
+    ingested: Collection[str] | None = None,
+    *,
     full_refresh: bool = False,
 ) -> DatasetRun:
-    """Execute one data step of the plan; its failure is its result, never an exception."""
+    """Execute one data step of the plan; its failure is its result, never an exception.
+
+    ``ingested``: for a ``FilesGlob`` root, the files its chain records as ingested, as the plan read
+    them under this run's lock (the chain cannot have moved since), so the chain is walked once.
+    """
     clock = time.monotonic()
     name, work = step.dataset, _work_of(step)
     try:
@@ -447,16 +463,21 @@ def _run_step(
         engine = SparkEngine(announcing)  # type: ignore[arg-type]
         dataset = workspace.open(name)
         if isinstance(step, Ingest):
-            ingested = ingest_polling(
-                dataset, engine, project_root=project_root, system_time=system_time, environ=environ
+            polled = ingest_polling(
+                dataset,
+                engine,
+                project_root=project_root,
+                system_time=system_time,
+                environ=environ,
+                ingested=ingested,
             )
             result = DatasetRun(
                 name,
                 work,
                 Status.SUCCESS,
-                records_added=ingested.records_added,
-                blocks_added=ingested.blocks_added,
-                message="up to date" if ingested.up_to_date else "",
+                records_added=polled.records_added,
+                blocks_added=polled.blocks_added,
+                message="up to date" if polled.up_to_date else "",
             )
         else:
             head_before = dataset.head()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
@@ -18,8 +17,8 @@ from odfproj.odf import model
 from odfproj.odf.data_schema import Vocab
 from odfproj.plan.sources import load_workspace_state
 from odfproj.run.run import RUN_RESULTS_FILE
-from odfproj.state.dataset_index import primary_key_of
 from odfproj.state.read import read_changelog, read_state
+from odfproj.state.summary import ChainSummary
 from odfproj.storage.workspace import Workspace
 
 __all__ = ["DatasetSummary", "describe_dataset"]
@@ -29,18 +28,12 @@ __all__ = ["DatasetSummary", "describe_dataset"]
 class DatasetSummary:
     name: str
     kind: str
-    dataset_id: str
     #: Input names (their ``did:odf`` where the workspace does not know them), derivatives only.
     inputs: tuple[str, ...]
     #: The transform's queries (derivatives) or a description of each source (roots).
     definition: tuple[str, ...]
     schema: tuple[str, ...]
-    primary_key: tuple[str, ...]
-    head: str
-    blocks: int
-    watermark: datetime | None
-    #: Records ever written (every ``+A/-R/-C/+C``).
-    records: int
+    chain: ChainSummary
     #: Rows valid now (datasets with a primary key; None for the others).
     current_rows: int | None
     #: The first rows of the current state (keyed) or of the changelog.
@@ -55,22 +48,17 @@ def describe_dataset(workspace: Workspace, name: str, *, rows: int = 5) -> Datas
     """Everything ``show`` prints; raises the workspace's error for an unknown dataset."""
     dataset = workspace.open(name, recover=False)
     projection = dataset.projection()
-    keys = primary_key_of(projection) or ()
-    state = read_state(dataset) if keys and projection.arrow_schema is not None else None
+    chain = ChainSummary.of(projection)
+    state = read_state(dataset) if chain.primary_key and projection.arrow_schema is not None else None
     sample = state.slice(0, rows) if state is not None else read_changelog(dataset, limit=rows)
     known = load_workspace_state(workspace.root).known_ids()
     return DatasetSummary(
         name=dataset.name,
         kind=projection.kind.name,
-        dataset_id=str(projection.dataset_id),
         inputs=_inputs(projection.set_transform, known),
         definition=_definition(projection),
         schema=tuple(projection.schema_ddl() or ()),
-        primary_key=tuple(keys),
-        head=projection.head.to_multibase(),
-        blocks=projection.block_count,
-        watermark=projection.watermark,
-        records=(projection.last_offset + 1) if projection.last_offset is not None else 0,
+        chain=chain,
         current_rows=state.num_rows if state is not None else None,
         sample=sample,
         op_column=Vocab.of(projection.set_vocab).op,

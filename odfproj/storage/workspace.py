@@ -220,13 +220,7 @@ class Workspace:
             existing = self._find(name)
             if existing is not None:
                 raise DatasetExistsError(f"dataset {existing.name!r} already exists in workspace {self.root}")
-            for stray in self.datasets_dir.iterdir():
-                # A folder without refs/head holds nothing reachable: a leftover, safe to remove.
-                if stray.name.lower() == str(dataset_name).lower():
-                    if stray.is_dir() and not stray.is_symlink():
-                        remove_tree(stray)
-                    else:
-                        stray.unlink()
+            self._remove_strays(str(dataset_name))
             key = DatasetKeyPair.generate()
             seed = model.MetadataBlock(
                 system_time=to_utc(system_time) if system_time is not None else datetime.now(UTC),
@@ -330,6 +324,56 @@ class Workspace:
             fsync_dir(self.datasets_dir)
             remove_tree(doomed)
             self.name_record(path.name).unlink(missing_ok=True)
+
+    def rename(self, name: str, new_name: str, *, expected_id: DatasetId | None = None) -> Dataset:
+        """Give a dataset another name, keeping everything it is: id, key, chain, data and caches.
+
+        What a dataset owns on disk is its folder (chain, data, checkpoints, the projection cache and
+        the state index), its key (named by its id, so it stays) and its ``.names/`` record. Under the
+        names lock and the dataset's own lock (no commit can be in progress): the new record is written
+        first, then the folder is renamed in one ``rename(2)``, then the old record is removed. A crash
+        between the steps leaves one valid dataset under the old or the new name, with its record, plus
+        at most a stale record under a name no dataset has (``create`` overwrites it). ``expected_id``
+        refuses to rename a dataset that was replaced since the caller looked at it.
+        """
+        target_name = str(DatasetName(new_name))
+        with self._names_lock():
+            self._clean_temporary()
+            path = self._find(name)
+            if path is None:
+                raise DatasetNotFoundError(f"dataset {name!r} not found in workspace {self.root}")
+            existing = self._find(target_name)
+            if existing is not None:
+                raise DatasetExistsError(f"dataset {existing.name!r} already exists in workspace {self.root}")
+            dataset = Dataset(path.name, path)
+            with dataset.lock(purpose="rename"):
+                dataset_id = dataset.dataset_id
+                if expected_id is not None and dataset_id != expected_id:
+                    raise DatasetExistsError(
+                        f"dataset {path.name!r} has id {dataset_id}, not {expected_id}: it was replaced; "
+                        "nothing was renamed"
+                    )
+                self._remove_strays(target_name)
+                self._write_name_record(target_name, dataset_id, received=self.is_received(path.name))
+                target = self.datasets_dir / target_name
+                os.rename(path, target)
+                fsync_dir(self.datasets_dir)
+            if path.name.lower() != target_name.lower():
+                self.name_record(path.name).unlink(missing_ok=True)
+                fsync_dir(self.names_dir)
+            with self._ids_lock:
+                self._names_by_id = None
+        return Dataset(target.name, target, self._projections)
+
+    def _remove_strays(self, name: str) -> None:
+        """Remove what a crashed create or pull left under ``name``: a folder without ``refs/head``
+        holds nothing reachable. Called under the names lock, once ``name`` is known to be no dataset."""
+        for stray in self.datasets_dir.iterdir():
+            if stray.name.lower() == name.lower():
+                if stray.is_dir() and not stray.is_symlink():
+                    remove_tree(stray)
+                else:
+                    stray.unlink()
 
     def _clean_temporary(self) -> None:
         """Remove folders of creates and deletes that crashed; called under the names lock."""

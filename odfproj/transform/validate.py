@@ -11,7 +11,8 @@ written data file's (:func:`odfproj.transform.execute.output_schema`), so it com
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -97,9 +98,11 @@ def _refuse_unstorable(result: DataFrame, where: str) -> None:
 
 @dataclass(frozen=True)
 class EngineChecks:
-    """A ``plan.queries.QueryChecker``: a derivative's query (called) and a root's ingest (``source_schema``)."""
+    """A ``plan.queries.QueryChecker``: a derivative's query (called) and a root's ingest (``source_schema``).
 
-    check: Callable[[str, model.Transform, Mapping[str, pa.Schema], Vocab | None], CheckedQuery]
+    The engine's session starts on the first check, so a plan without a changed query starts no JVM.
+    """
+
     engine: SparkEngine
 
     def __call__(
@@ -109,7 +112,10 @@ class EngineChecks:
         inputs: Mapping[str, pa.Schema],
         vocab: Vocab | None = None,
     ) -> CheckedQuery:
-        return self.check(dataset, transform, inputs, vocab)
+        with _validating(dataset):
+            return check_derivative_query(
+                self.engine, transform, inputs, where=f"dataset {dataset}", vocab=vocab
+            )
 
     def source_schema(
         self,
@@ -118,34 +124,23 @@ class EngineChecks:
         vocab: model.SetVocab | None,
     ) -> pa.Schema | None:
         """The root's first data schema from its read schema and preprocess query (see ingest.validate)."""
-        try:
+        with _validating(dataset):
             return source_data_schema(self.engine, source, vocab, where=f"dataset {dataset}")
-        except InvalidQueryError:
-            raise
-        except EngineError as e:
-            raise _cannot_validate(dataset, e) from None
 
 
-def _cannot_validate(dataset: str, error: EngineError) -> EngineError:
-    return EngineError(
-        f"dataset {dataset}: cannot validate its query: {error} (--no-validate-queries plans without the engine)"
-    )
+@contextmanager
+def _validating(dataset: str) -> Iterator[None]:
+    """An invalid query stays the dataset's refusal; any other engine failure says the check could not run."""
+    try:
+        yield
+    except InvalidQueryError:
+        raise
+    except EngineError as e:
+        raise EngineError(
+            f"dataset {dataset}: cannot validate its query: {e} (--no-validate-queries plans without the engine)"
+        ) from None
 
 
 def query_checker(engine: SparkEngine) -> EngineChecks:
     """A ``plan.queries.QueryChecker`` on ``engine``: its session starts on the first changed query."""
-
-    def check(
-        dataset: str,
-        transform: model.Transform,
-        inputs: Mapping[str, pa.Schema],
-        vocab: Vocab | None = None,
-    ) -> CheckedQuery:
-        try:
-            return check_derivative_query(engine, transform, inputs, where=f"dataset {dataset}", vocab=vocab)
-        except InvalidQueryError:
-            raise
-        except EngineError as e:
-            raise _cannot_validate(dataset, e) from None
-
-    return EngineChecks(check, engine)
+    return EngineChecks(engine)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -136,9 +137,12 @@ def test_a_dataset_with_data_shows_rows_watermark_and_last_blocks(shop: Path, tm
     site = collect_site(load_project(shop))
     doc = next(d for d in site.datasets if d.name == ORDERS)
     assert doc.state is not None
-    assert (doc.state.records, doc.state.current_rows, doc.state.primary_key) == (5, 5, ("id",))
-    assert doc.state.watermark == "2024-01-02T00:00:00Z"
-    assert doc.state.blocks == 5 and [b.event for b in doc.state.last_blocks[:2]] == ["AddData", "AddData"]
+    assert (doc.state.chain.records, doc.state.current_rows, doc.state.chain.primary_key) == (5, 5, ("id",))
+    assert doc.state.chain.watermark == datetime(2024, 1, 2, tzinfo=UTC)
+    assert doc.state.chain.blocks == 5 and [b.event for b in doc.state.last_blocks[:2]] == [
+        "AddData",
+        "AddData",
+    ]
     assert doc.state.last_blocks[0].sequence_number == 4
     assert doc.schema_source == "chain" and ("region", "STRING") in [(c.name, c.type) for c in doc.schema]
     assert site.warnings == ("dataset com.example.gone is in the workspace but no manifest defines it",)

@@ -10,13 +10,15 @@ import json
 import os
 from pathlib import Path
 
+from odfproj.engine.session import SparkSessionHolder
 from odfproj.odf import model
 from odfproj.plan.model import AppendDefinitions, Ingest, Plan, Transform, TransformInput
 from odfproj.plan.planfile import plan_from_data, plan_to_data
 from odfproj.plan.render import colourize, render_markdown, render_text
 from odfproj.plan.sources import PlanRequest, load_project_state, plan_project
-from odfproj.project.config import load_project
+from odfproj.project.config import load_project, spark_settings
 from odfproj.run.apply import apply_plan
+from odfproj.run.run import Status, run_project
 from odfproj.storage.workspace import Workspace
 from tests.plan.test_plan_cli import run
 from tests.run.test_run import DERIVATIVE, ROOT
@@ -143,3 +145,19 @@ def test_colours_mark_creates_updates_and_refusals_only() -> None:
     lines = colourize(text).split("\n")
     assert lines[2] == "\x1b[32m+ a [Root]\x1b[0m" and lines[3] == "\x1b[33m    ~ SetInfo\x1b[0m"
     assert lines[4].startswith("\x1b[31m! b") and lines[0] == text.split("\n")[0] and lines[5] == "  # note"
+
+
+def test_run_warns_about_the_same_late_file_as_the_plan_without_starting_spark(tmp_path) -> None:
+    """Run hands the plan's reading of the ingested files to the ingest: the warning is the plan's."""
+    root = make_project(tmp_path / "proj")
+    apply(root)
+    record_ingested(root, "data/cities/2024-01.csv", "data/cities/2024-02.csv")
+    (root / "data" / "cities" / "2023-12.csv").write_text("id,city\n3,Rome\n")  # late: sorts first
+    [planned] = next(s for s in plan_of(root).data_steps if isinstance(s, Ingest)).warnings
+    config = load_project(root)
+    holder = SparkSessionHolder(spark_settings(config, None))
+    result = run_project(config, PlanRequest(select=("cities",)), holder=holder)
+    [cities] = result.results
+    assert (cities.status, cities.blocks_added, cities.message) == (Status.SUCCESS, 0, "up to date")
+    assert not holder.created
+    assert result.log_file is not None and planned in result.log_file.read_text()

@@ -100,5 +100,9 @@ def test_markdown_puts_refusals_first_and_collapses_diffs(example) -> None:
     assert [s.action for s in plan.definitions].count(Action.UPDATE) >= 1
     assert "<details><summary><code>~ org.example.weather.monthly</code>" in text
     assert "```diff" in text
-    assert re.search(r"\n- +description: Monthly weather summary", text)
+    assert re.search(
+        r'\n +~ SetInfo\.description:\n- +"Monthly weather summary per city \(an aggregation\)\."\n'
+        r'\+ +"Monthly summary per city \(an aggregation\)\."\n',
+        text,
+    )
     assert "Plan: 0 to create, 1 to update, 6 unchanged, 0 refused." in text

@@ -70,7 +70,7 @@ def test_deleted_manifest_of_an_applied_dataset_is_a_change_naming_its_readers(p
     run = run_cli(project, "plan", "--detailed-exitcode")
     assert run.returncode == 2, run.output
     assert "? com.example.readings [Root]" in run.stdout
-    assert "1 without a manifest." in run.stdout
+    assert "1 without a manifest (to destroy: odfproj destroy --orphans)." in run.stdout
     assert "No changes" not in run.stdout
 
 
@@ -101,7 +101,7 @@ def test_markdown_code_spans_hold_any_file_name(manifest: str) -> None:
     markdown = render_markdown(Plan(project="p`q", workspace="/w", steps=(step,)))
     row = next(line for line in markdown.splitlines() if line.startswith("| `!`"))
     cells = row.split(" | ")
-    assert len([c for c in row.replace("\\|", "").split("|")]) == 7, row  # the table keeps its 5 columns
+    assert len([c for c in row.replace("\\|", "").split("|")]) == 8, row  # the table keeps its 6 columns
     span = cells[3]
     fence = span[: len(span) - len(span.lstrip("`"))]
     assert span.endswith(fence) and fence not in span[len(fence) : len(span) - len(fence)], span

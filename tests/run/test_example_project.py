@@ -43,11 +43,11 @@ def test_the_docs_site_of_the_run_example_shows_every_dataset_with_its_data(exam
     site = collect_site(load_project(example))
     assert len(site.datasets) == 7 and not site.warnings
     for doc in site.datasets:
-        assert doc.state is not None and doc.state.records > 0 and doc.state.watermark, doc.name
+        assert doc.state is not None and doc.state.chain.records > 0 and doc.state.chain.watermark, doc.name
         assert doc.schema_source == "chain" and doc.last_run is not None and doc.last_run.status == "success"
         assert doc.queries or doc.kind == "root", doc.name
     keyed = next(d for d in site.datasets if d.name == "org.example.weather.daily")
-    assert keyed.state is not None and keyed.state.current_rows == keyed.state.records
+    assert keyed.state is not None and keyed.state.current_rows == keyed.state.chain.records
 
 
 def test_every_example_transform_reproduces(example, engine):
