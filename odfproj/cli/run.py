@@ -57,6 +57,12 @@ def run(
     ),
     lock_timeout: float | None = LockTimeoutOption,
     validate_queries: bool = ValidateQueriesOption,
+    full_refresh: bool = typer.Option(
+        False,
+        "--full-refresh",
+        help="Recompute every selected derivative over its inputs' whole states instead of only their "
+        "new records (the stateless path); the result is the same.",
+    ),
 ) -> None:
     """Apply the manifests, then bring every selected dataset's data up to date, inputs first.
 
@@ -87,6 +93,7 @@ def run(
             lock_timeout=lock_timeout,
             validate_queries=validate_queries,
             cancel=stop,
+            full_refresh=full_refresh,
         )
     _summary(console, result)
     if result.interrupted:

@@ -285,6 +285,19 @@ def check_query_plan(df: DataFrame, where: str) -> None:
         )
 
 
+def analysed_plan_json(df: DataFrame) -> str | None:
+    """The analysed logical plan of ``df`` as Spark's JSON (``None``: a node Spark cannot write as JSON).
+
+    What ``transform.modes`` classifies; analysis is already done by the query checks, nothing runs.
+    """
+    try:
+        return str(df._jdf.queryExecution().analyzed().toJSON())
+    except Exception as e:
+        if not is_spark_error(e):
+            raise
+        return None
+
+
 # --- sessions -------------------------------------------------------------------------------------------
 
 ANSI_KEY = "spark.sql.ansi.enabled"
@@ -427,6 +440,7 @@ __all__: Sequence[str] = (
     "QueryScope",
     "SparkEngine",
     "SparkFailure",
+    "analysed_plan_json",
     "check_query_plan",
     "describe_spark_error",
     "is_spark_error",

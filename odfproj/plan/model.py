@@ -158,6 +158,9 @@ class Transform:
     dataset: str
     manifest: str | None
     inputs: tuple[TransformInput, ...] = ()
+    #: The query's execution mode (``stateless``, ``grouped``, ``join``, ``full: <construct>``), known
+    #: when this plan checked the query on the engine; None otherwise (run decides it from the query).
+    mode: str | None = None
 
     @property
     def has_new_data(self) -> bool:

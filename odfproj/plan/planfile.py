@@ -124,7 +124,7 @@ def _step_from_data(s: dict[str, Any]) -> Step:
         inputs = tuple(
             TransformInput(i["name"], i["dataset_id"], i["last_offset"], i["consumed"]) for i in s["inputs"]
         )
-        return Transform(s["dataset"], s["manifest"], inputs)
+        return Transform(s["dataset"], s["manifest"], inputs, s.get("mode"))
     return AppendDefinitions(
         dataset=s["dataset"],
         action=Action(s["action"]),

@@ -74,6 +74,7 @@ def make_plan(
     for d, step in zip(desired, diffs, strict=True):
         own = views.get(d.snapshot.name.lower())
         name = d.snapshot.name.lower()
+        mode = None
         if step.has_changes or (name in needed and (own is None or own.schema_bytes is None)):
             checked = check_queries(
                 step, d.snapshot, own, views, query_checker, planned, needed=name in needed
@@ -82,8 +83,9 @@ def make_plan(
                 planned[name] = checked.planned_schema
             if step.has_changes:
                 step = checked.step
+            mode = checked.mode
         if step.action is not Action.REFUSED:
-            data = data_step(d.snapshot.name, d.manifest, d.snapshot, views, project_root)
+            data = data_step(d.snapshot.name, d.manifest, d.snapshot, views, project_root, mode)
             if data is not None:
                 work.append(data)
         steps.append(step)

@@ -28,6 +28,7 @@ from odfproj.odf.data_schema import OFFSET, OP, SYSTEM_TIME, Vocab
 from odfproj.plan import evolution
 from odfproj.plan.diff import ChainView, fold
 from odfproj.plan.model import Action, AppendDefinitions, OutputSchema
+from odfproj.transform.modes import CheckedQuery, QueryMode
 
 
 class QueryChecker(Protocol):
@@ -39,9 +40,10 @@ class QueryChecker(Protocol):
         transform: model.Transform,
         inputs: Mapping[str, pa.Schema],
         vocab: Vocab | None = None,
-    ) -> pa.Schema:
+    ) -> CheckedQuery:
         """The derivative's data schema for ``transform`` over inputs of these data schemas (by alias),
-        its event time named by ``vocab``; raises ``InvalidQueryError`` for a query the engine refuses."""
+        its event time named by ``vocab``, and the query's execution mode; raises ``InvalidQueryError``
+        for a query the engine refuses."""
 
     def source_schema(
         self, dataset: str, source: model.SetPollingSource | model.AddPushSource, vocab: model.SetVocab | None
@@ -57,6 +59,8 @@ class CheckedStep:
     step: AppendDefinitions
     #: What a derivative of this dataset will read; None when unknown (or when the chain already has it).
     planned_schema: pa.Schema | None = None
+    #: A derivative's execution mode (``transform.modes``) when its query was checked; None otherwise.
+    mode: QueryMode | None = None
 
 
 @dataclass(frozen=True)
@@ -179,11 +183,12 @@ def _check_transform(
         return CheckedStep(_with_note(step, note))
     assert checker is not None
     try:
-        after = checker(
+        checked = checker(
             step.dataset, transform.transform, inputs.schemas, Vocab.of(definition.get("SetVocab"))
         )
     except InvalidQueryError as e:
         return CheckedStep(_refused(step, f"the query is invalid: {e}"))
+    after, mode = checked.schema, checked.mode
     schema = OutputSchema(columns_of(before) if before is not None else None, columns_of(after))
     step = replace(step, output_schema=schema)
     if inputs.planned:
@@ -193,7 +198,7 @@ def _check_transform(
             "run (its read schema and queries)",
         )
     if before is None:
-        return CheckedStep(step, after)
+        return CheckedStep(step, after, mode)
     verdict = evolution.schema_change(before, after, "the new query")
     if not verdict.allowed:
         return CheckedStep(_refused(step, *verdict.reasons))
@@ -204,7 +209,7 @@ def _check_transform(
             f"the query adds column(s) {', '.join(added)}: run retracts every stored record and "
             "appends it again with the new column(s)",
         )
-    return CheckedStep(step, after)
+    return CheckedStep(step, after, mode)
 
 
 def _input_schemas(

@@ -63,6 +63,10 @@ FILES_SHOWN = 20
 DATA_HEADING = "Data work `odfproj run` does after applying, in this order:"
 
 
+#: A derivative's mode when the plan did not check its query on the engine (it starts no JVM for that).
+MODE_UNKNOWN = "not known without the engine (the query was not checked in this plan); run decides it"
+
+
 def dataset_names(plan: Plan) -> dict[str, str]:
     """``did:odf`` -> dataset name for every input id the plan knows a name of: inputs are shown by name."""
     names: dict[str, str] = {}
@@ -108,6 +112,7 @@ def data_step_lines(step: DataStep, labels: StepLabels | None = None) -> list[st
         lines.append("    # recomputes its whole state: its query changed")
     for inp in step.inputs:
         lines.append(f"    # input {names.get(inp.name, inp.name)}: {_input_status(inp)}")
+    lines.append(f"    # mode: {step.mode or MODE_UNKNOWN}")
     return lines
 
 

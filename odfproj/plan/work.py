@@ -21,6 +21,7 @@ from odfproj.odf import model
 from odfproj.plan.diff import ChainView, fold
 from odfproj.plan.model import DataStep, Ingest, Transform, TransformInput
 from odfproj.project.boundary import path_refusal
+from odfproj.transform.modes import QueryMode
 
 #: A FilesGlob fetch lists the user's own files and never writes to its work folder: none is made.
 _NO_WORK_DIR = Path(tempfile.gettempdir()) / "odfproj-plan-never-written"
@@ -32,10 +33,13 @@ def data_step(
     snapshot: model.DatasetSnapshot,
     views: Mapping[str, ChainView],
     project_root: Path | None,
+    mode: QueryMode | None = None,
 ) -> DataStep | None:
     """The data step ``run`` takes for one dataset once its definition is applied (None: no data work).
 
     ``project_root`` None lists no files (a plan made without a project folder, e.g. in tests).
+    ``mode`` is a derivative's execution mode when this plan checked its query (None: not known
+    without the engine; ``run`` decides it from the query it analyses).
     """
     definition = fold(snapshot.metadata)
     source = definition.get("SetPollingSource")
@@ -43,7 +47,9 @@ def data_step(
         return _ingest(name, manifest, source.fetch, views.get(name.lower()), project_root)
     transform = definition.get("SetTransform")
     if isinstance(transform, model.SetTransform):
-        return Transform(name, manifest, _inputs(name, transform, views))
+        return Transform(
+            name, manifest, _inputs(name, transform, views), str(mode) if mode is not None else None
+        )
     return None
 
 

@@ -227,12 +227,15 @@ def run_project(
     lock_timeout: float | None = None,
     validate_queries: bool = True,
     cancel: threading.Event | None = None,
+    full_refresh: bool = False,
 ) -> RunResult:
     """Apply the selected definitions, then ingest/transform every selected dataset (see module doc).
 
     Changed queries are validated while planning (``validate_queries``), so a query that cannot run
     or breaks Schema Evolution stops the run before its SetTransform is appended. Setting ``cancel``
-    (from a signal handler, another thread) stops the run between datasets.
+    (from a signal handler, another thread) stops the run between datasets. ``full_refresh`` makes
+    every selected derivative recompute its query over its inputs' whole states (the full path), even
+    a stateless one that would read only the new records.
     """
     started = datetime.now(UTC)
     clock = time.monotonic()
@@ -271,7 +274,15 @@ def run_project(
             view = snapshot.state.views.get(name.lower())
             ingested = view.ingested_files if view is not None else None
             outcome = _run_step(
-                workspace, steps[name], holder, config.root, system_time, environ, report, ingested
+                workspace,
+                steps[name],
+                holder,
+                config.root,
+                system_time,
+                environ,
+                report,
+                ingested,
+                full_refresh=full_refresh,
             )
             return _after_update(outcome, suite.of(name), workspace, holder, report)
 
@@ -436,6 +447,8 @@ def _run_step(
     environ: Mapping[str, str],
     on_event: Callable[[RunEvent], None] | None,
     ingested: Collection[str] | None = None,
+    *,
+    full_refresh: bool = False,
 ) -> DatasetRun:
     """Execute one data step of the plan; its failure is its result, never an exception.
 
@@ -468,7 +481,9 @@ def _run_step(
             )
         else:
             head_before = dataset.head()
-            outcome = update_derivative(workspace, name, engine, system_time or datetime.now(UTC))
+            outcome = update_derivative(
+                workspace, name, engine, system_time or datetime.now(UTC), full_refresh=full_refresh
+            )
             blocks = _blocks_since(workspace, name, head_before)
             note = (outcome.reason or "up to date") if blocks == 0 else ""
             result = DatasetRun(

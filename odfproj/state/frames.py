@@ -41,6 +41,7 @@ __all__ = [
     "ChangelogView",
     "advance_state_index",
     "changelog_as_of",
+    "changelog_between",
     "read_changelog_frame",
     "read_current_state",
     "read_history",
@@ -60,13 +61,27 @@ class ChangelogView:
     schema: pa.Schema | None
     data_paths: tuple[Path, ...]
     watermark: datetime | None
+    #: Only records after this offset (``None``: from the first record): a slice of new records.
+    after: int | None = None
 
 
 def changelog_as_of(dataset: Dataset, block_hash: Multihash | None, offset: int | None) -> ChangelogView:
     """The data of ``dataset`` at or before ``block_hash`` with offsets up to ``offset``.
 
-    Reading every input's history on every run is the price of batch-independent results (see
-    docs/design/transforms.md).
+    Reading every input's history on every run is the price of batch-independent results for queries
+    that are not stateless (see docs/design/transforms.md).
+    """
+    return changelog_between(dataset, block_hash, None, offset)
+
+
+def changelog_between(
+    dataset: Dataset, block_hash: Multihash | None, after: int | None, offset: int | None
+) -> ChangelogView:
+    """The records of ``dataset`` with offsets in ``(after, offset]`` (``after`` None: from the first),
+    at or before ``block_hash``, under the data schema in effect there.
+
+    What a stateless update reads of an input: only the files holding such records are listed, so
+    the input's history up to ``after`` is never opened.
     """
     if block_hash is None:
         return ChangelogView(dataset, None, None, None, (), None)
@@ -74,8 +89,8 @@ def changelog_as_of(dataset: Dataset, block_hash: Multihash | None, offset: int 
     if data is None:
         raise DataReadError(f"dataset {dataset.name}: block {block_hash} is not in its metadata chain")
     schema = decode_arrow_schema(data.schema) if data.schema is not None else None
-    paths = tuple(s.path for s in data.up_to(offset))
-    return ChangelogView(dataset, block_hash, offset, schema, paths, data.watermark)
+    paths = tuple(s.path for s in data.up_to(offset) if after is None or s.end > after)
+    return ChangelogView(dataset, block_hash, offset, schema, paths, data.watermark, after)
 
 
 def read_changelog_frame(
@@ -93,8 +108,9 @@ def read_changelog_frame(
     if not view.data_paths or view.offset is None:
         return session.createDataFrame([], spark_schema)
     df = session.read.schema(spark_schema).parquet(*(str(p) for p in view.data_paths))
-    offset = Vocab.of(view.dataset.projection().set_vocab).offset
-    return df.where(F.col(f"`{offset}`") <= F.lit(view.offset))
+    offset = F.col(f"`{Vocab.of(view.dataset.projection().set_vocab).offset}`")
+    df = df.where(offset <= F.lit(view.offset))
+    return df if view.after is None else df.where(offset > F.lit(view.after))
 
 
 def read_history(

@@ -124,6 +124,24 @@ def query_state(history: DataFrame, vocab: Vocab) -> DataFrame:
     return renamed(state, {EVENT_TIME: vocab.event_time})
 
 
+def signed_states(history: DataFrame, vocab: Vocab) -> tuple[DataFrame, DataFrame]:
+    """What a stateless query sees of an input's new records: the rows they add and the rows they withdraw.
+
+    ``history`` is a slice of the input's changelog (its files' column names, ``vocab``). Each row's
+    records are netted first (``+A`` then ``-R`` of the same row in one slice cancel), through the same
+    :func:`signed_counts` grouping as :func:`query_state`, so values reach the query normalised exactly
+    as the full state's do (Spark's grouping turns ``-0.0`` into ``0.0``). Both parts are multisets with
+    the event time under the input's own vocabulary, like :func:`query_state`.
+    """
+    standard = renamed(history, vocab.to_standard())
+    columns = state_columns(standard)
+    counted = signed_counts(standard, columns)
+    added = repeated(counted.where(column(COUNT) > 0), columns, column(COUNT))
+    withdrawn = repeated(counted.where(column(COUNT) < 0), columns, -column(COUNT))
+    back = {EVENT_TIME: vocab.event_time}
+    return renamed(added, back), renamed(withdrawn, back)
+
+
 __all__ = [
     "ASSERTING_OPS",
     "COUNT",
@@ -135,5 +153,6 @@ __all__ = [
     "renamed",
     "repeated",
     "signed_counts",
+    "signed_states",
     "state_columns",
 ]

@@ -8,8 +8,10 @@
    interval ``(prevOffset, newOffset]`` since the derivative's last ExecuteTransform;
 3. does nothing (no Spark work) when no input has new records and the transform is unchanged; commits
    a data-less ExecuteTransform when only the inputs' watermarks moved;
-4. otherwise recomputes the query over the inputs' full current states, diffs it with the derivative's
-   own current state (:mod:`odfproj.transform.execute`) and commits the difference as one data slice,
+4. otherwise, for a stateless query under an unchanged SetTransform, runs it over the inputs' new
+   records only (:mod:`odfproj.transform.incremental`); for any other query (or ``full_refresh``)
+   recomputes it over the inputs' full current states and diffs it with the derivative's own current
+   state (:mod:`odfproj.transform.execute`); either way commits the difference as one data slice,
    plus a SetDataSchema before the first data and whenever the query added columns
    (:func:`odfproj.storage.data_commit.commit_data`, the commit ingest uses too).
 
@@ -22,19 +24,24 @@ import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from odfproj.engine.spark import SparkEngine, translating_errors
 from odfproj.odf import model
 from odfproj.odf.data_schema import Vocab
 from odfproj.odf.timestamps import to_utc
-from odfproj.state.frames import changelog_as_of, read_changelog_frame
+from odfproj.state.frames import changelog_as_of, changelog_between, read_changelog_frame
 from odfproj.storage.data_commit import commit_data, next_offset
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.projection import ChainProjection, InputPosition
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.errors import TransformError
 from odfproj.transform.execute import compute_changes, write_changes
+from odfproj.transform.incremental import stateless_changes
 from odfproj.transform.inputs import resolve_inputs
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 __all__ = ["InputSlice", "TransformOutcome", "plan_inputs", "update_derivative"]
 
@@ -49,6 +56,9 @@ class TransformOutcome:
     committed: bool
     #: Why, in a few words, for run reports.
     reason: str
+    #: How the records were computed: ``stateless`` (the inputs' new records only), ``full``
+    #: (recompute and diff), or ``""`` when no query ran.
+    mode: str = ""
 
 
 @dataclass(frozen=True)
@@ -141,14 +151,21 @@ def _sql(p: ChainProjection, name: str) -> model.TransformSql:
 
 
 def update_derivative(
-    workspace: Workspace, name: str, engine: SparkEngine, system_time: datetime
+    workspace: Workspace,
+    name: str,
+    engine: SparkEngine,
+    system_time: datetime,
+    *,
+    full_refresh: bool = False,
 ) -> TransformOutcome:
     """Bring the derivative ``name`` up to date with its inputs; commit at most one ExecuteTransform.
 
     ``system_time`` stamps the block and the ``system_time`` column of the new records. Raises
     :class:`TransformError` (unknown input, changed schema), ``InvalidQueryError`` (a bad query),
     ``EngineError`` (Spark failed) or a storage error (the head moved meanwhile); nothing is committed
-    then.
+    then. A stateless query under an unchanged SetTransform reads only the inputs' new records
+    (:mod:`odfproj.transform.incremental`); ``full_refresh`` forces the full recomputation, whose
+    block is the same.
     """
     system_time = to_utc(system_time)
     dataset = workspace.open(name)
@@ -176,26 +193,13 @@ def update_derivative(
     with tempfile.TemporaryDirectory(prefix="odfproj-transform-") as scratch:
         path = Path(scratch) / "data.parquet"
         with translating_errors(f"transform of {name}"):
-            session = engine.session
-            histories = {
-                s.alias: read_changelog_frame(
-                    session, changelog_as_of(s.dataset, s.projection.head, s.projection.last_offset)
-                )
-                for s in slices
-            }
-            own = None
-            if p.has_data:
-                own = read_changelog_frame(session, changelog_as_of(dataset, p.head, p.last_offset))
             vocab = Vocab.of(p.set_vocab)
-            changes = compute_changes(
-                engine,
-                transform,
-                histories,
-                own,
-                where=f"dataset {name}",
-                vocab=vocab,
-                input_vocabs={s.alias: Vocab.of(s.projection.set_vocab) for s in slices},
-            )
+            changes = None
+            if not (full_refresh or changed):
+                changes = _stateless_changes(engine, transform, p, slices, name)
+            mode = "stateless" if changes is not None else "full"
+            if changes is None:
+                changes = _full_changes(engine, transform, dataset, p, slices, name)
             written = write_changes(changes, next_offset(p), system_time, path, p.arrow_schema, vocab)
         commit_data(
             dataset,
@@ -207,5 +211,73 @@ def update_derivative(
             schema=written.schema,
         )
     if written.count:
-        return TransformOutcome(written.count, True, f"appended {written.count} records")
-    return TransformOutcome(0, True, "inputs consumed, the result did not change")
+        return TransformOutcome(written.count, True, f"appended {written.count} records", mode)
+    return TransformOutcome(0, True, "inputs consumed, the result did not change", mode)
+
+
+def _input_vocabs(slices: list[InputSlice]) -> dict[str, Vocab]:
+    return {s.alias: Vocab.of(s.projection.set_vocab) for s in slices}
+
+
+def _full_changes(
+    engine: SparkEngine,
+    transform: model.TransformSql,
+    dataset: Dataset,
+    p: ChainProjection,
+    slices: list[InputSlice],
+    name: str,
+) -> DataFrame:
+    """The full path: the query over the inputs' whole current states, diffed with the derivative's own."""
+    session = engine.session
+    histories = {
+        s.alias: read_changelog_frame(
+            session, changelog_as_of(s.dataset, s.projection.head, s.projection.last_offset)
+        )
+        for s in slices
+    }
+    own = None
+    if p.has_data:
+        own = read_changelog_frame(session, changelog_as_of(dataset, p.head, p.last_offset))
+    return compute_changes(
+        engine,
+        transform,
+        histories,
+        own,
+        where=f"dataset {name}",
+        vocab=Vocab.of(p.set_vocab),
+        input_vocabs=_input_vocabs(slices),
+    )
+
+
+def _stateless_changes(
+    engine: SparkEngine,
+    transform: model.TransformSql,
+    p: ChainProjection,
+    slices: list[InputSlice],
+    name: str,
+) -> DataFrame | None:
+    """The stateless path over the inputs' new records only; ``None`` when the full path must run.
+
+    Only for a derivative that has data (its stored state is the query's result so far) under an
+    unchanged SetTransform (the caller checks): see :mod:`odfproj.transform.incremental`.
+    """
+    if not p.has_data or p.arrow_schema is None:
+        return None
+    new_records = {
+        s.alias: read_changelog_frame(
+            engine.session,
+            changelog_between(
+                s.dataset, s.projection.head, s.query_input.prev_offset, s.projection.last_offset
+            ),
+        )
+        for s in slices
+    }
+    return stateless_changes(
+        engine,
+        transform,
+        new_records,
+        p.arrow_schema,
+        where=f"dataset {name}",
+        vocab=Vocab.of(p.set_vocab),
+        input_vocabs=_input_vocabs(slices),
+    )

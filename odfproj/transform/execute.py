@@ -14,7 +14,7 @@ signed count of each row in the new result minus its count in the stored state.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,7 +42,9 @@ __all__ = [
     "WrittenChanges",
     "check_result",
     "compute_changes",
+    "net_changes",
     "output_schema",
+    "row_counts",
     "write_changes",
 ]
 
@@ -141,7 +143,7 @@ def compute_changes(
     result = check_result(engine.query(states, transform), where, vocab)
     columns = [EVENT_TIME, *(c for c in result.columns if c != EVENT_TIME)]
     result = result.select(*[_col(c) for c in columns])
-    new = result.groupBy(*[_col(c) for c in columns]).agg(F.count(F.lit(1)).cast("long").alias(COUNT))
+    new = row_counts(result, columns)
     if own_history is not None:
         own_columns = state_columns(own_history)
         problems = diff_columns(
@@ -162,7 +164,27 @@ def compute_changes(
         columns = [*own_columns, *added]
         old = signed_counts(own_history, columns, factor=-1)
         new = new.unionByName(old).groupBy(*[_col(c) for c in columns]).agg(F.sum(COUNT).alias(COUNT))
-    changed_rows = new.where(_col(COUNT) != 0).withColumn(
+    return net_changes(new, columns)
+
+
+def row_counts(result: DataFrame, columns: Sequence[str], factor: int = 1) -> DataFrame:
+    """``columns`` and how many times each distinct row occurs in ``result`` (:data:`COUNT`), times ``factor``."""
+    from pyspark.sql import functions as F
+
+    counted = F.count(F.lit(1)) if factor == 1 else F.count(F.lit(1)) * F.lit(factor)
+    return result.groupBy(*[_col(c) for c in columns]).agg(counted.cast("long").alias(COUNT))
+
+
+def net_changes(counted: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """``op`` + ``columns`` from net counts per row: ``+A`` for each surplus copy, ``-R`` for each missing one.
+
+    The one rule both the full recomputation (result minus stored state) and the stateless path (new
+    rows' result minus withdrawn rows' result) end with, so both write the same records for the same
+    net counts.
+    """
+    from pyspark.sql import functions as F
+
+    changed_rows = counted.where(_col(COUNT) != 0).withColumn(
         OP,
         F.when(_col(COUNT) > 0, F.lit(int(Op.APPEND))).otherwise(F.lit(int(Op.RETRACT))).cast("int"),
     )

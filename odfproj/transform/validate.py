@@ -32,11 +32,12 @@ from odfproj.odf import data_schema, model
 from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_TIME, Vocab
 from odfproj.transform.errors import TransformError
 from odfproj.transform.execute import check_result, output_schema
+from odfproj.transform.modes import CheckedQuery, query_mode
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["EngineChecks", "derivative_output_schema", "query_checker", "state_schema"]
+__all__ = ["EngineChecks", "check_derivative_query", "query_checker", "state_schema"]
 
 
 def state_schema(data: pa.Schema) -> pa.Schema:
@@ -44,15 +45,16 @@ def state_schema(data: pa.Schema) -> pa.Schema:
     return pa.schema([f for f in data if f.name not in (OFFSET, OP, SYSTEM_TIME)])
 
 
-def derivative_output_schema(
+def check_derivative_query(
     engine: SparkEngine,
     transform: model.Transform,
     inputs: Mapping[str, pa.Schema],
     *,
     where: str,
     vocab: Vocab | None = None,
-) -> pa.Schema:
-    """The data schema of a derivative whose query is ``transform`` over inputs with these data schemas.
+) -> CheckedQuery:
+    """The data schema of a derivative whose query is ``transform`` over inputs with these data schemas,
+    and the query's execution mode (:mod:`odfproj.transform.modes`, from the same analysed plan).
 
     ``inputs`` maps each query alias to that input's data schema (system columns included, as in its
     ``SetDataSchema``). ``event_time_column`` is the derivative's ``SetVocab.eventTimeColumn``: the
@@ -65,14 +67,16 @@ def derivative_output_schema(
         for alias, schema in inputs.items():
             empty = scope.session.createDataFrame([], spark_schema_from_arrow(state_schema(schema)))
             scope.register(alias, empty)
-        result = check_result(scope.run(transform), where, vocab)
+        analysed = scope.run(transform)
+        mode = query_mode(transform, analysed)
+        result = check_result(analysed, where, vocab)
         _refuse_unstorable(result, where)
         columns = [EVENT_TIME, *(c for c in result.columns if c != EVENT_TIME)]
         user = arrow_schema_from_spark(result.select(*[f"`{c.replace('`', '``')}`" for c in columns]).schema)
     vocab = vocab or Vocab()
     system = data_schema.system_fields(vocab)[:3]
     user = pa.schema([user.field(0).with_name(vocab.event_time), *list(user)[1:]])
-    return output_schema(pa.schema([*system, *user]), None, vocab)
+    return CheckedQuery(output_schema(pa.schema([*system, *user]), None, vocab), mode)
 
 
 def _refuse_unstorable(result: DataFrame, where: str) -> None:
@@ -107,9 +111,9 @@ class EngineChecks:
         transform: model.Transform,
         inputs: Mapping[str, pa.Schema],
         vocab: Vocab | None = None,
-    ) -> pa.Schema:
+    ) -> CheckedQuery:
         with _validating(dataset):
-            return derivative_output_schema(
+            return check_derivative_query(
                 self.engine, transform, inputs, where=f"dataset {dataset}", vocab=vocab
             )
 

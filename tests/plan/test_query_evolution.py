@@ -16,8 +16,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from odfproj.plan.model import Action
-from odfproj.plan.planfile import plan_from_data, plan_schema, plan_to_data
+from odfproj.plan.model import Action, Transform
+from odfproj.plan.planfile import plan_from_data, plan_schema, plan_to_data, plan_to_json
+from odfproj.plan.render import MODE_UNKNOWN, render_text
 from odfproj.plan.sources import PlanRequest, plan_project
 from odfproj.project.config import load_project
 from odfproj.run.run import run_project
@@ -214,3 +215,16 @@ def test_cli_plan_shows_the_schema_change_and_refuses_with_exit_1(project):
     assert "! the new query removes or renames column 'n'" in done.stdout
     assert "      + cnt int64" in done.stdout and "      - n int64" in done.stdout
     assert done.stderr == "", done.stderr  # no JVM start-up noise, no traceback
+
+
+def test_the_plan_shows_the_mode_of_a_checked_query_and_says_when_it_does_not_know(project, engine):
+    _set_query(project, "ranked", "SELECT event_time, city, rank() OVER (ORDER BY amount) AS r FROM s")
+    _set_query(project, "big", "SELECT event_time, id, upper(city) AS city FROM s WHERE amount > 2")
+    plan = _plan(project, engine)
+    modes = {s.dataset: s.mode for s in plan.data_steps if isinstance(s, Transform)}
+    # by-city did not change: the plan did not analyse it, run decides its mode.
+    assert modes == {"by-city": None, "ranked": "full: window function", "big": "stateless"}
+    text = render_text(plan)
+    assert "  transform big\n    # input sales: " in text and "    # mode: stateless\n" in text
+    assert f"    # mode: {MODE_UNKNOWN}\n" in text
+    assert plan_from_data(json.loads(plan_to_json(plan))).steps == plan.steps

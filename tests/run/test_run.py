@@ -7,12 +7,14 @@ import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from odfproj.odf import model
+from odfproj.plan.model import Transform
 from odfproj.plan.sources import PlanRequest, plan_project
 from odfproj.project.config import load_project
 from odfproj.run.run import RUN_RESULTS_FILE, Status, run_project
@@ -233,7 +235,12 @@ def test_run_executes_exactly_the_plans_steps_in_order(spark, tmp_path):
         on_event=lambda e: started.append(e.step) if e.phase == "start" else None,
     )
     assert result.ok and result.plan is not None
-    assert tuple(started) == result.plan.data_steps == planned.data_steps
+    assert tuple(started) == result.plan.data_steps
+    # run checks the queries on the engine, so its plan knows their modes; a plan without it does not.
+    assert [s.mode for s in started if isinstance(s, Transform)] == ["stateless"]
+    assert (
+        tuple(replace(s, mode=None) if isinstance(s, Transform) else s for s in started) == planned.data_steps
+    )
     assert [type(s).__name__ for s in started] == ["Ingest", "Transform"]
     assert result.apply is not None
     assert [s.dataset for s in result.apply.steps] == [s.dataset for s in planned.definitions]

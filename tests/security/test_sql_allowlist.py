@@ -213,7 +213,7 @@ def test_xml_data_with_external_entities_reads_nothing(engine: SparkEngine, spar
     )
     outputs = []
     try:
-        schema = query_checker(engine)("xml", _sql(query), {"s": INPUT})
+        schema = query_checker(engine)("xml", _sql(query), {"s": INPUT}).schema
         outputs.append(str(schema))
         rows = engine.query({"s": _input_frame(spark)}, _sql(query)).collect()
         outputs.append(repr(rows))
@@ -240,7 +240,7 @@ def test_allowed_sql_still_works_at_plan_and_at_run(engine: SparkEngine, spark) 
         FROM w JOIN s ON w.a = s.a
         WHERE w.rn = 1 AND w.a IN (SELECT a FROM s)
     """
-    schema = query_checker(engine)("fine", _sql(query), {"s": INPUT})
+    schema = query_checker(engine)("fine", _sql(query), {"s": INPUT}).schema
     assert "doubled" in schema.names and "k" in schema.names
     rows = engine.query({"s": _input_frame(spark)}, _sql(query)).collect()
     assert [(r.a, r.ub, r.size, r.doubled, r.k, r.total) for r in rows] == [

@@ -53,7 +53,9 @@ def test_plan_and_run_refuse_a_changed_output_column_with_the_same_reason(
 
     # plan: the engine's output schema for the new query, judged by plan.evolution
     new_transform = set_transform({"s": sales}, (None, query))
-    after = query_checker(engine)("by-city", new_transform.transform, {"s": sales.projection().arrow_schema})
+    after = query_checker(engine)(
+        "by-city", new_transform.transform, {"s": sales.projection().arrow_schema}
+    ).schema
     verdict = schema_change(stored, after, "the new query")
     assert not verdict.allowed
     assert [r for r in verdict.reasons if phrase in r], verdict.reasons

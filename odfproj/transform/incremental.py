@@ -1,0 +1,94 @@
+"""The stateless path: a derivative update that reads only its inputs' new records.
+
+A stateless query (:mod:`odfproj.transform.modes`: projections, filters, deterministic scalar
+functions, ``UNION ALL``) is linear over signed multisets: ``Q(S + D) = Q(S) + Q(D)`` for any signed
+change ``D`` of its inputs. The derivative's stored state is ``Q(S)`` (every earlier block made it so),
+so the records that turn it into ``Q(S + D)`` are exactly ``Q(D)``: the query over the rows the new
+records add, minus the query over the rows they withdraw (a query cannot carry a sign column
+through, so it runs twice). Those net counts per output row go through the same
+:func:`odfproj.transform.execute.net_changes` as the full recomputation's, and ``write_changes``
+numbers them the same way: the block is the one the full path would write, record for record, so
+``verify --reproduce`` (which recomputes in full) reproduces it and batch independence holds.
+
+Neither the inputs' history up to the consumed offsets nor the derivative's own records are read.
+The caller falls back to the full path when this returns ``None``: a query that is not stateless, or
+whose output columns are not exactly the stored ones (Schema Evolution re-appends every row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from odfproj.engine.spark import SparkEngine
+from odfproj.engine.types import arrow_schema_from_spark, spark_schema_from_arrow
+from odfproj.odf import model
+from odfproj.odf.data_schema import OFFSET, OP, SYSTEM_TIME, Vocab
+from odfproj.odf.schema_diff import diff_columns
+from odfproj.state.projections import COUNT, column, signed_states
+from odfproj.transform.execute import check_result, net_changes, row_counts
+from odfproj.transform.modes import query_mode
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["stateless_changes"]
+
+
+def _stored_columns(declared: pa.Schema, vocab: Vocab) -> pa.Schema:
+    """The derivative's state columns (standard names, stored order) as Spark reads its files."""
+    from pyspark.sql import types as T
+
+    standard = vocab.to_standard()
+    fields = [
+        T.StructField(standard.get(f.name, f.name), f.dataType, f.nullable)
+        for f in spark_schema_from_arrow(declared).fields
+    ]
+    return arrow_schema_from_spark(
+        T.StructType([f for f in fields if f.name not in (OFFSET, OP, SYSTEM_TIME)])
+    )
+
+
+def stateless_changes(
+    engine: SparkEngine,
+    transform: model.TransformSql,
+    new_records: Mapping[str, DataFrame],
+    declared: pa.Schema,
+    *,
+    where: str,
+    vocab: Vocab | None = None,
+    input_vocabs: Mapping[str, Vocab] | None = None,
+) -> DataFrame | None:
+    """The records that bring a stateless derivative up to date from its inputs' new records only.
+
+    ``new_records`` are each input's records after the consumed offset (changelog slices by alias,
+    their files' column names; an input without new records is an empty frame); ``declared`` is the
+    derivative's data schema. Returns ``op`` and the stored columns (standard names), like
+    :func:`odfproj.transform.execute.compute_changes`, or ``None`` when the full path must be taken.
+    """
+    from pyspark.sql import functions as F
+
+    vocab = vocab or Vocab()
+    input_vocabs = input_vocabs or {}
+    signed = {
+        alias: signed_states(frame, input_vocabs.get(alias, Vocab())) for alias, frame in new_records.items()
+    }
+    added = engine.query({alias: parts[0] for alias, parts in signed.items()}, transform)
+    if not query_mode(transform, added).is_stateless:
+        return None
+    withdrawn = engine.query({alias: parts[1] for alias, parts in signed.items()}, transform)
+    added, withdrawn = check_result(added, where, vocab), check_result(withdrawn, where, vocab)
+    stored = _stored_columns(declared, vocab)
+    if (
+        set(added.columns) != set(stored.names)
+        or diff_columns(stored, arrow_schema_from_spark(added.schema)).problems()
+    ):
+        return None
+    columns = list(stored.names)  # the full path's order: the stored one
+    counts = row_counts(added.select(*[column(c) for c in columns]), columns).unionByName(
+        row_counts(withdrawn.select(*[column(c) for c in columns]), columns, factor=-1)
+    )
+    net = counts.groupBy(*[column(c) for c in columns]).agg(F.sum(COUNT).alias(COUNT))
+    return net_changes(net, columns)

@@ -1,0 +1,287 @@
+"""Execution modes: how a derivative's query can be kept up to date, read off Spark's analysed plan.
+
+A query's mode says which update rule keeps its result current (docs/design/transforms.md):
+
+- ``stateless``: projections, filters, deterministic scalar functions, ``explode``-style generators and
+  ``UNION ALL`` of such. The result is *linear* in its inputs' multisets, so only the inputs' new
+  records need processing;
+- ``grouped``: a ``GROUP BY`` aggregation (with its ``HAVING`` and a projection on top) over stateless
+  pipelines;
+- ``join``: inner and left equi-joins of stateless pipelines, possibly under a grouped aggregation;
+- ``full``: everything else (windows, ``DISTINCT``, non-equi joins, ``ORDER BY``/``LIMIT``, nested
+  aggregations, subqueries, set operations other than ``UNION ALL``): recompute and diff.
+
+The classifier is a pure function over the analysed logical plan as ``toJSON`` writes it (a flat
+pre-order list of nodes, each with ``class`` and ``num-children``), so it is tested without a JVM on
+captured plans. The plan passed in is the one the engine's query checks already analysed
+(``engine.spark.analysed_plan_json``): nothing is read or executed to classify. Multi-step ``queries``
+are one tree: an earlier step appears as a ``View`` named by its alias, which is followed (and its
+nodes attributed to that step); any other ``View`` is an input, a leaf. Unknown nodes are ``full``,
+named: a construct this module does not know is never assumed to be incremental.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from odfproj.engine.dialects import translated_queries
+from odfproj.engine.spark import analysed_plan_json
+from odfproj.odf import model
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["CheckedQuery", "Mode", "QueryMode", "classify_plan", "query_mode"]
+
+
+class Mode(enum.Enum):
+    STATELESS = "stateless"
+    GROUPED = "grouped"
+    JOIN = "join"
+    FULL = "full"
+
+
+@dataclass(frozen=True)
+class QueryMode:
+    """A query's execution mode and, for ``full``, the construct that forced it (``window function``)."""
+
+    mode: Mode
+    #: What forced ``full``, with its step when the transform has several (``window function in step 2``).
+    construct: str | None = None
+
+    def __str__(self) -> str:
+        if self.construct is None:
+            return self.mode.value
+        return f"{self.mode.value}: {self.construct}"
+
+    @property
+    def is_stateless(self) -> bool:
+        return self.mode is Mode.STATELESS
+
+
+@dataclass(frozen=True)
+class _Node:
+    kind: str
+    fields: dict[str, Any]
+    children: tuple[_Node, ...]
+
+
+def _tree(nodes: list[dict[str, Any]]) -> _Node:
+    """The plan tree from ``toJSON``'s pre-order list (each node says how many children follow)."""
+    position = 0
+
+    def build() -> _Node:
+        nonlocal position
+        raw = nodes[position]
+        position += 1
+        children = tuple(build() for _ in range(int(raw.get("num-children", 0))))
+        return _Node(str(raw["class"]).rsplit(".", 1)[-1], raw, children)
+
+    root = build()
+    if position != len(nodes):
+        raise ValueError(f"plan JSON has {len(nodes) - position} node(s) after its root")
+    return root
+
+
+def _classes(value: object) -> Iterator[str]:
+    """The expression classes in a node's fields (expressions are nested JSON lists of nodes)."""
+    if isinstance(value, dict):
+        name = value.get("class")
+        if isinstance(name, str):
+            yield name.rsplit(".", 1)[-1]
+        for item in value.values():
+            yield from _classes(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _classes(item)
+
+
+def _expression_classes(node: _Node) -> set[str]:
+    return {
+        c for key, v in node.fields.items() if key not in ("class", "child", "children") for c in _classes(v)
+    }
+
+
+_SUBQUERIES = frozenset(
+    {"ScalarSubquery", "Exists", "ListQuery", "InSubquery", "LateralSubquery", "OuterReference"}
+)
+
+#: Nodes that only rename, project, filter or flatten rows one at a time: linear over multisets.
+_ROW_BY_ROW = frozenset({"Project", "Filter", "SubqueryAlias", "Generate", "ResolvedHint"})
+#: Relations that read no input: constants, which cancel out of a signed delta (Q(new+) - Q(new-)).
+_CONSTANTS = frozenset({"LocalRelation", "OneRowRelation", "Range"})
+#: Why a node forces ``full``, in the words the plan shows.
+_FULL = {
+    "Window": "window function",
+    "Distinct": "DISTINCT",
+    "Deduplicate": "DISTINCT",
+    "Sort": "ORDER BY",
+    "GlobalLimit": "LIMIT",
+    "LocalLimit": "LIMIT",
+    "Offset": "OFFSET",
+    "Tail": "LIMIT",
+    "Intersect": "INTERSECT",
+    "Except": "EXCEPT",
+    "Expand": "GROUPING SETS, ROLLUP or CUBE",
+    "Sample": "TABLESAMPLE",
+    "RepartitionByExpression": "a repartition hint",
+    "Repartition": "a repartition hint",
+}
+_EQUALITIES = frozenset({"EqualTo", "EqualNullSafe"})
+_JOIN_TYPES = {"Inner$": "inner", "LeftOuter$": "left"}
+_OTHER_JOINS = {
+    "RightOuter$": "right join",
+    "FullOuter$": "full outer join",
+    "LeftSemi$": "semi join",
+    "LeftAnti$": "anti join",
+    "Cross$": "cross join",
+}
+
+
+class _Full(Exception):
+    def __init__(self, construct: str) -> None:
+        super().__init__(construct)
+        self.construct = construct
+
+
+class _Classifier:
+    def __init__(self, steps: Sequence[str | None]) -> None:
+        self.steps = list(steps)
+        self.aliases = {alias.lower(): i for i, alias in enumerate(self.steps, start=1) if alias}
+        self.ctes: dict[str, _Node] = {}
+
+    def where(self, step: int) -> str:
+        return f" in step {step}" if len(self.steps) > 1 else ""
+
+    def full(self, construct: str, step: int) -> _Full:
+        return _Full(construct + self.where(step))
+
+    def mode(self, node: _Node, step: int) -> Mode:
+        kind = node.kind
+        if kind in _FULL:
+            raise self.full(_FULL[kind], step)
+        if _expression_classes(node) & _SUBQUERIES:
+            raise self.full("subquery", step)
+        if kind == "Filter" and node.children[0].kind == "Join" and _is_equi(node.fields.get("condition")):
+            return self.join(node.children[0], step, equi=True)  # FROM a, b WHERE a.k = b.k
+        if kind == "View":
+            name = _view_name(node)
+            if name is not None and name.lower() in self.aliases and node.children:
+                return self.mode(node.children[0], self.aliases[name.lower()])
+            return Mode.STATELESS  # an input: a leaf
+        if kind == "WithCTE":
+            for definition in node.children[:-1]:
+                self.ctes[str(definition.fields.get("id"))] = definition
+            return self.mode(node.children[-1], step)
+        if kind == "CTERelationDef":
+            return self.mode(node.children[0], step)
+        if kind == "CTERelationRef":
+            definition = self.ctes.get(str(node.fields.get("cteId")))
+            if definition is None:
+                raise self.full("a common table expression it cannot follow", step)
+            return self.mode(definition, step)
+        if kind in _CONSTANTS:
+            return Mode.STATELESS
+        if kind in _ROW_BY_ROW:
+            return self.mode(node.children[0], step)
+        if kind == "Union":
+            modes = {self.mode(child, step) for child in node.children}
+            if modes != {Mode.STATELESS}:
+                raise self.full("UNION ALL of aggregations or joins", step)
+            return Mode.STATELESS
+        if kind == "Aggregate":
+            below = self.mode(node.children[0], step)
+            if below is Mode.GROUPED:
+                raise self.full("nested aggregation", step)
+            return Mode.JOIN if below is Mode.JOIN else Mode.GROUPED
+        if kind == "Join":
+            return self.join(node, step)
+        raise self.full(f"{kind} (not known to be incremental)", step)
+
+    def join(self, node: _Node, step: int, *, equi: bool = False) -> Mode:
+        """An inner or left join of stateless (or joined) sides with an equality among its conditions."""
+        join_type = _join_type(node)
+        if join_type not in _JOIN_TYPES:
+            raise self.full(_OTHER_JOINS.get(join_type, f"{join_type.removesuffix('$')} join"), step)
+        if not (equi or _is_equi(node.fields.get("condition"))):
+            raise self.full("join without an equality condition", step)
+        for child in node.children:
+            if self.mode(child, step) not in (Mode.STATELESS, Mode.JOIN):
+                raise self.full("join of aggregations", step)
+        return Mode.JOIN
+
+
+def _view_name(node: _Node) -> str | None:
+    text = json.dumps(node.fields.get("desc"))
+    found = re.search(r'"table"\s*:\s*"((?:[^"\\]|\\.)*)"', text)
+    return json.loads(f'"{found.group(1)}"') if found else None
+
+
+def _join_type(node: _Node) -> str:
+    value = node.fields.get("joinType")
+    name = value.get("object", "") if isinstance(value, dict) else str(value)
+    return str(name).rsplit(".", 1)[-1]
+
+
+def _is_equi(condition: object) -> bool:
+    """Whether a join condition (a flat expression list) has an equality among its top-level ANDs."""
+    if not isinstance(condition, list) or not condition:
+        return False
+    nodes = [n for n in condition if isinstance(n, dict)]
+    if not nodes:
+        return False
+    tree = _tree(nodes)
+    pending = [tree]
+    while pending:
+        current = pending.pop()
+        if current.kind == "And":
+            pending.extend(current.children)
+        elif current.kind in _EQUALITIES and all(_references(c) for c in current.children):
+            return True
+    return False
+
+
+def _references(node: _Node) -> bool:
+    return node.kind == "AttributeReference" or any(_references(c) for c in node.children)
+
+
+def classify_plan(plan_json: str, steps: Sequence[str | None] = (None,)) -> QueryMode:
+    """The mode of a query from its analysed plan's JSON (``steps``: the aliases of its steps in order,
+    ``None`` for the output step; a one-step query is ``(None,)``)."""
+    unreadable = QueryMode(Mode.FULL, "a plan odfproj cannot read")
+    try:
+        nodes = json.loads(plan_json)
+        if not isinstance(nodes, list) or not nodes:
+            return unreadable
+        classifier = _Classifier(steps or (None,))
+        return QueryMode(classifier.mode(_tree(nodes), len(classifier.steps)))
+    except _Full as e:
+        return QueryMode(Mode.FULL, e.construct)
+    except (ValueError, LookupError, TypeError, AttributeError):  # not the shape toJSON writes
+        return unreadable
+
+
+@dataclass(frozen=True)
+class CheckedQuery:
+    """What the engine's check of a derivative's query yields: the data schema and the execution mode."""
+
+    schema: pa.Schema
+    mode: QueryMode
+
+
+def query_mode(transform: model.TransformSql, result: DataFrame) -> QueryMode:
+    """The mode of ``transform`` from ``result``, the DataFrame the engine's checks analysed for it.
+
+    ``transform`` as written (its steps' aliases are the same in every dialect); nothing is executed.
+    """
+    plan = analysed_plan_json(result)
+    if plan is None:
+        return QueryMode(Mode.FULL, "a plan Spark cannot write as JSON")
+    return classify_plan(plan, [step.alias for step in translated_queries(transform)])
