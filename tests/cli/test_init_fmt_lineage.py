@@ -1,12 +1,14 @@
 """``odfproj init``, ``fmt`` and ``lineage`` end to end, the pre-commit hooks, and the scaffolded CI.
 
-Every command runs in a subprocess through the real entry point (``odfproj.cli.main.main``: its error
-boundary, exit codes and stderr). ``BOOT`` registers the three commands on the app first when
-``cli/main.py`` does not register them yet, so these tests pass before and after that one-line change.
+Every command runs through the real entry point (``odfproj.cli.main.main``: its error boundary, exit codes,
+stdout and stderr apart), in-process (tests/cli_inprocess.py) with the test's environment and folder. What
+is about the process stays a subprocess: the hooks' ``entry`` run as an ``odfproj`` executable on PATH (whose
+``BOOT`` registers the three commands when ``cli/main.py`` does not yet), pre-commit itself, and the CI steps.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -15,12 +17,14 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import git
 import pytest
 import yaml
 
 from odfproj.project.scaffold import scaffold_project
+from tests.cli_inprocess import run_main_split
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -71,9 +75,10 @@ def env(bin_dir: Path, tmp_path: Path) -> dict[str, str]:
 
 
 def odfproj(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["odfproj", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False
-    )
+    """``odfproj ARGS`` in ``cwd`` with exactly ``env``, in-process through the real entry point."""
+    with mock.patch.dict(os.environ, env, clear=True), contextlib.chdir(cwd):
+        code, stdout, stderr = run_main_split(*args)
+    return subprocess.CompletedProcess(["odfproj", *args], code, stdout, stderr)
 
 
 @pytest.fixture
