@@ -38,16 +38,25 @@ def cli_in(spark, monkeypatch: pytest.MonkeyPatch, cwd: Callable[[], Path]) -> C
 def run_main(*args: str) -> tuple[int, str]:
     """``odfproj ARGS`` through the real entry point in this process: (exit code, stdout + stderr)."""
     output = io.StringIO()
+    return _exit_code(args, output, output), output.getvalue()
+
+
+def run_main_split(*args: str) -> tuple[int, str, str]:
+    """``odfproj ARGS`` like ``run_main``, its streams kept apart: (exit code, stdout, stderr)."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    return _exit_code(args, stdout, stderr), stdout.getvalue(), stderr.getvalue()
+
+
+def _exit_code(args: tuple[str, ...], stdout: io.StringIO, stderr: io.StringIO) -> int:
+    """Run ``main`` with ``args``, its output into ``stdout`` and ``stderr``; the process's exit code."""
     argv = sys.argv
     sys.argv = ["odfproj", *args]
     try:
-        with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             try:
                 main()
             except SystemExit as e:
-                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-            else:
-                code = 0
+                return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            return 0
     finally:
         sys.argv = argv
-    return code, output.getvalue()

@@ -1,12 +1,14 @@
 """``odfproj init``, ``fmt`` and ``lineage`` end to end, the pre-commit hooks, and the scaffolded CI.
 
-Every command runs in a subprocess through the real entry point (``odfproj.cli.main.main``: its error
-boundary, exit codes and stderr). ``BOOT`` registers the three commands on the app first when
-``cli/main.py`` does not register them yet, so these tests pass before and after that one-line change.
+Every command runs through the real entry point (``odfproj.cli.main.main``: its error boundary, exit codes,
+stdout and stderr apart), in-process (tests/cli_inprocess.py) with the test's environment and folder. What
+is about the process stays a subprocess: the hooks' ``entry`` run as an ``odfproj`` executable on PATH (whose
+``BOOT`` registers the three commands when ``cli/main.py`` does not yet), pre-commit itself, and the CI steps.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -15,12 +17,14 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import git
 import pytest
 import yaml
 
 from odfproj.project.scaffold import scaffold_project
+from tests.cli_inprocess import run_main_split
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -71,9 +75,10 @@ def env(bin_dir: Path, tmp_path: Path) -> dict[str, str]:
 
 
 def odfproj(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["odfproj", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False
-    )
+    """``odfproj ARGS`` in ``cwd`` with exactly ``env``, in-process through the real entry point."""
+    with mock.patch.dict(os.environ, env, clear=True), contextlib.chdir(cwd):
+        code, stdout, stderr = run_main_split(*args)
+    return subprocess.CompletedProcess(["odfproj", *args], code, stdout, stderr)
 
 
 @pytest.fixture
@@ -266,8 +271,8 @@ def test_hook_entries_run_as_pre_commit_runs_them(project: Path, env: dict[str, 
     assert "datasets/extra.yaml:" in failed.stderr
 
 
-def _copy_worktree(source: Path, target: Path) -> None:
-    """The repository as it is on disk (tracked and new files), committed in a fresh repository."""
+def _copy_worktree(source: Path, target: Path, tag: str) -> None:
+    """The repository as it is on disk (tracked and new files), committed and tagged in a fresh repository."""
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=source, capture_output=True, check=True,
@@ -287,6 +292,7 @@ def _copy_worktree(source: Path, target: Path) -> None:
     repo.git.add(all=True)
     actor = git.Actor("Test", "test@example.com")
     repo.index.commit("snapshot", author=actor, committer=actor)
+    repo.create_tag(tag)
     repo.close()
 
 
@@ -310,10 +316,16 @@ def _register_commands(main_py: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_pre_commit_try_repo(project: Path, env: dict[str, str], tmp_path: Path) -> None:
+def test_pre_commit_hooks_install_from_the_repository(
+    project: Path, env: dict[str, str], tmp_path: Path
+) -> None:
     """The real thing: pre-commit builds the hook environment from this repository and runs both hooks.
 
-    Needs PyPI (or a pip cache) for odfproj's dependencies; about a minute with PySpark cached.
+    The project's scaffolded ``.pre-commit-config.yaml`` is used as written, its ``repo`` pointed at a
+    snapshot of this repository tagged with the ``rev`` it names. Two ``pre-commit run``s share one
+    PRE_COMMIT_HOME, as on a developer's machine: the first builds the environment (odfproj and all its
+    dependencies, from the repository), the second reuses it. (``pre-commit try-repo`` would build it twice:
+    each call has its own temporary store.) Needs PyPI or a pip cache; about a minute with PySpark cached.
     """
     pre_commit = shutil.which("pre-commit", path=str(Path(sys.executable).parent)) or shutil.which(
         "pre-commit"
@@ -322,16 +334,24 @@ def test_pre_commit_try_repo(project: Path, env: dict[str, str], tmp_path: Path)
         pytest.skip("pre-commit is not installed (it is in the dev extra)")
     if not (REPO / ".git").exists():
         pytest.skip("not a git checkout")
+    config_file = project / ".pre-commit-config.yaml"
+    config = yaml.safe_load(config_file.read_text(encoding="utf-8"))
+    (hooks,) = config["repos"]
+    assert [h["id"] for h in hooks["hooks"]] == ["odfproj-fmt", "odfproj-validate"]
     hooks_repo = tmp_path / "hooks-repo"
-    _copy_worktree(REPO, hooks_repo)
+    _copy_worktree(REPO, hooks_repo, tag=hooks["rev"])
+    config_file.write_text(
+        config_file.read_text(encoding="utf-8").replace(hooks["repo"], str(hooks_repo)), encoding="utf-8"
+    )
     (project / "datasets" / "extra.yaml").write_text(MESSY_ROOT, encoding="utf-8")
     repo = git.Repo.init(project)
     repo.git.add(all=True)
     repo.close()
     pc_env = {**env, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
-    command = [pre_commit, "try-repo", str(hooks_repo), "--all-files"]
+    command = [pre_commit, "run", "--all-files"]
     first = subprocess.run(command, cwd=project, env=pc_env, capture_output=True, text=True, timeout=840)
     assert first.returncode == 1, first.stdout + first.stderr  # fmt changed a file
+    assert "Installing environment for " + str(hooks_repo) in first.stdout + first.stderr
     assert re.search(r"odfproj fmt\.+Failed", first.stdout), first.stdout
     assert "files were modified by this hook" in first.stdout
     assert re.search(r"odfproj validate\.+Passed", first.stdout), first.stdout

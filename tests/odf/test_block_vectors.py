@@ -1,14 +1,16 @@
-"""The reference implementation's block hashes, reproduced through ``odfproj block hash``."""
+"""The reference implementation's block hashes, reproduced through ``odfproj block hash``.
+
+The commands run through the real entry point in-process (tests/cli_inprocess.py): their output and exit
+codes are the point, not a new interpreter per vector.
+"""
 
 from __future__ import annotations
-
-import subprocess
-import sys
 
 import pytest
 
 from odfproj.odf import blocks
 from odfproj.odf.flatbuffers_codec import decode_block, encode_block
+from tests.cli_inprocess import run_main_split
 from tests.conftest import VECTORS_DIR
 
 
@@ -32,13 +34,9 @@ def test_all_21_vectors_are_present() -> None:
 @pytest.mark.parametrize(("file", "version", "expected", "size"), ROWS, ids=lambda v: str(v))
 def test_block_hash_cli_reproduces_vector(file: str, version: int, expected: str, size: int | None) -> None:
     path = VECTORS_DIR / file
-    out = subprocess.run(
-        [sys.executable, "-m", "odfproj", "block", "hash", str(path), "--version", str(version)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert out.stdout.strip() == expected
+    code, stdout, stderr = run_main_split("block", "hash", str(path), "--version", str(version))
+    assert code == 0, stderr
+    assert stdout.strip() == expected
     data = blocks.yaml_to_binary(path.read_bytes(), version)
     if size is not None:
         assert len(data) == size
@@ -51,22 +49,17 @@ def test_block_hash_cli_reproduces_vector(file: str, version: int, expected: str
 def test_encode_and_decode_cli(tmp_path) -> None:
     src = VECTORS_DIR / "blocks" / "09-execute-transform.yaml"
     out = tmp_path / "block.bin"
-    subprocess.run([sys.executable, "-m", "odfproj", "block", "encode", str(src), "-o", str(out)], check=True)
-    decoded = subprocess.run(
-        [sys.executable, "-m", "odfproj", "block", "decode", str(out)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    code, _, stderr = run_main_split("block", "encode", str(src), "-o", str(out))
+    assert code == 0, stderr
+    code, decoded, stderr = run_main_split("block", "decode", str(out))
+    assert code == 0, stderr
     assert blocks.hash_of_yaml(decoded) == blocks.hash_of_yaml(src.read_bytes())
 
 
 def test_decode_of_a_corrupt_file_is_one_clean_line(tmp_path) -> None:
     bad = tmp_path / "bad.bin"
     bad.write_bytes(b"\x07\x00\x00\x00garbage")
-    proc = subprocess.run(
-        [sys.executable, "-m", "odfproj", "block", "decode", str(bad)], capture_output=True, text=True
-    )
-    assert proc.returncode == 1
-    assert "Traceback" not in proc.stderr
-    assert proc.stderr.count("\n") == 1 and str(bad) in proc.stderr
+    code, _, stderr = run_main_split("block", "decode", str(bad))
+    assert code == 1
+    assert "Traceback" not in stderr
+    assert stderr.count("\n") == 1 and str(bad) in stderr

@@ -1,7 +1,9 @@
 """Ctrl-C through a real SIGINT to a real ``odfproj run``: a clean stop, then a stop at once.
 
 The signal is timed by the run's own output (one line per event off a terminal): it is sent once a
-dataset has started, while others are still queued, and never after a blind sleep.
+dataset has started, while others are still queued, and never after a blind sleep. What follows the
+interrupted process (``verify``, the next ``run``) only reads the workspace it left on disk, so it runs
+in-process on the shared Spark session (tests/cli_inprocess.py) rather than starting another JVM.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
 import pytest
 
 from odfproj.run.run import RUN_RESULTS_FILE
+from tests.cli_inprocess import cli_in
 from tests.run.test_run import ROOT
 
 pytestmark = pytest.mark.spark
@@ -103,15 +107,9 @@ def _env(root: Path) -> dict[str, str]:
     return {**os.environ, "COLUMNS": "200", "TMPDIR": str(scratch)}
 
 
-def _verify_clean(root: Path) -> None:
-    verify = subprocess.run(
-        [sys.executable, "-m", "odfproj", "verify", "--integrity"],
-        cwd=root,
-        capture_output=True,
-        timeout=300,
-        env=_env(root),
-    )
-    assert verify.returncode == 0, verify.stdout.decode() + verify.stderr.decode()
+def _verify_clean(odfproj: Callable[..., tuple[int, str]]) -> None:
+    code, output = odfproj("verify", "--integrity")
+    assert code == 0, output
 
 
 def _results(root: Path) -> dict[str, dict]:
@@ -121,7 +119,7 @@ def _results(root: Path) -> dict[str, dict]:
     return {r["unique_id"]: r for r in saved["results"]}
 
 
-def test_first_ctrl_c_finishes_the_dataset_in_progress_and_cancels_the_rest(tmp_path):
+def test_first_ctrl_c_finishes_the_dataset_in_progress_and_cancels_the_rest(spark, monkeypatch, tmp_path):
     root = _project(tmp_path / "proj")
     (root / ".odf").mkdir()
     (root / ".odf" / RUN_RESULTS_FILE).write_text('{"stale": true}\n')  # a previous run's results
@@ -142,15 +140,14 @@ def test_first_ctrl_c_finishes_the_dataset_in_progress_and_cancels_the_rest(tmp_
     assert cancelled and all(results[n]["message"].startswith("not started") for n in cancelled)
     for name in cancelled:  # each cancelled dataset is named with its reason in the summary
         assert f"cancelled {name}: not started" in out
-    _verify_clean(root)
-    again = subprocess.run(
-        [sys.executable, "-m", "odfproj", "run"], cwd=root, capture_output=True, timeout=300, env=_env(root)
-    )
-    assert again.returncode == 0, again.stdout.decode() + again.stderr.decode()
-    assert "Run complete" in again.stdout.decode()
+    odfproj = cli_in(spark, monkeypatch, lambda: root)
+    _verify_clean(odfproj)
+    code, again = odfproj("run")
+    assert code == 0, again
+    assert "Run complete" in again
 
 
-def test_second_ctrl_c_stops_at_once_and_leaves_the_workspace_valid(tmp_path):
+def test_second_ctrl_c_stops_at_once_and_leaves_the_workspace_valid(spark, monkeypatch, tmp_path):
     root = _project(tmp_path / "proj")
     run = _Run(root)
     run.wait_for("out", "START city.r1 ")
@@ -167,7 +164,7 @@ def test_second_ctrl_c_stops_at_once_and_leaves_the_workspace_valid(tmp_path):
     assert len(results) == ROOTS
     assert any(r["status"] == "cancelled" for r in results.values())
     assert results["city.r0"]["status"] == "success", results["city.r0"]["message"]
-    _verify_clean(root)
+    _verify_clean(cli_in(spark, monkeypatch, lambda: root))
 
 
 def _children(pid: int) -> list[int]:

@@ -5,6 +5,7 @@ Kept out of a conftest.py on purpose: other test files of ``tests/security`` hav
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -96,3 +97,34 @@ def odfproj(
         env=env,
         timeout=600,
     )
+
+
+#: Runs each ``odfproj`` command line of argv[1] (JSON) in turn in this one interpreter; prints the results.
+_EACH = """
+import json, sys
+sys.path.insert(0, {repo!r})
+from tests.cli_inprocess import run_main_split
+print(json.dumps([run_main_split(*args) for args in json.loads(sys.argv[1])]))
+"""
+
+
+def odfproj_each(
+    commands: list[list[str]], cwd: Path, env: dict[str, str]
+) -> list[subprocess.CompletedProcess[str]]:
+    """Several ``odfproj`` commands, one after the other, in ONE new interpreter (real entry point each).
+
+    For checks whose point is the process as a whole (no JVM started by any of them) without paying an
+    interpreter start per command.
+    """
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, "-c", _EACH.format(repo=str(repo)), json.dumps(commands)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads(proc.stdout.splitlines()[-1])
+    return [subprocess.CompletedProcess(["odfproj", *c], *r) for c, r in zip(commands, results, strict=True)]

@@ -7,8 +7,6 @@ Deadlines are small configured values; the tests assert the error, never the tim
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,6 +16,7 @@ from odfproj.ingest.errors import FetchError, IngestError, SourceNotFoundError, 
 from odfproj.ingest.fetch import FetchResult, fetch
 from odfproj.ingest.http import ENV_DEADLINE, ENV_RETRIES, HttpSettings, download
 from odfproj.odf import model
+from tests.cli_inprocess import cli_in
 from tests.security.fetch_helpers import hanging, raw_server, refused_port, scripted_server, trickling
 
 SYSTEM_TIME = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -150,8 +149,14 @@ def test_bad_bound_is_a_one_line_error_naming_the_variable(name: str, value: str
         HttpSettings.from_environ({name: value})
 
 
-def test_a_run_is_not_held_by_a_trickling_server(tmp_path: Path) -> None:
-    """End to end: `odfproj run` with ODFPROJ_HTTP_DEADLINE set reports the source and finishes (exit 1)."""
+@pytest.mark.spark
+def test_a_run_is_not_held_by_a_trickling_server(
+    spark, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """End to end: `odfproj run` with ODFPROJ_HTTP_DEADLINE set reports the source and finishes (exit 1).
+
+    In-process (tests/cli_inprocess.py): the bounds are read from the run's environment, no new JVM needed.
+    """
     project = tmp_path / "proj"
     (project / "datasets").mkdir(parents=True)
     (project / "odfproj.yaml").write_text("name: bounded\nmanifests:\n  - datasets/*.yaml\nworkspace: .odf\n")
@@ -163,18 +168,16 @@ def test_a_run_is_not_held_by_a_trickling_server(tmp_path: Path) -> None:
             "      read:\n        kind: Csv\n        header: true\n        schema:\n          - a BIGINT\n"
             "      merge:\n        kind: Append\n"
         )
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ODFPROJ_")}
-        env.update({"ODFPROJ_HTTP_DEADLINE": "2", "ODFPROJ_HTTP_RETRIES": "0", "COLUMNS": "300"})
-        done = subprocess.run(
-            [sys.executable, "-m", "odfproj", "run"],
-            cwd=project,
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=300,
-        )
-    assert done.returncode == 1, done.stdout + done.stderr
-    output = done.stdout + done.stderr
+        for name in [k for k in os.environ if k.startswith("ODFPROJ_")]:
+            monkeypatch.delenv(name)
+        for name, value in {
+            "ODFPROJ_HTTP_DEADLINE": "2",
+            "ODFPROJ_HTTP_RETRIES": "0",
+            "COLUMNS": "300",
+        }.items():
+            monkeypatch.setenv(name, value)
+        code, output = cli_in(spark, monkeypatch, lambda: project)("run")
+    assert code == 1, output
     assert "gave up after the 2 s deadline" in output and "Traceback" not in output
 
 

@@ -31,7 +31,7 @@ from odfproj.storage.workspace import Workspace
 from odfproj.transform.validate import query_checker
 from tests.conftest import REPO_DIR
 from tests.plan.test_query_evolution import ROOT
-from tests.security.sec_engine_helpers import SilentListener, java_witness, odfproj
+from tests.security.sec_engine_helpers import SilentListener, java_witness, odfproj, odfproj_each
 from tests.spark_helpers import RecordingHolder
 
 BY_CITY = """\
@@ -229,8 +229,8 @@ def test_the_reported_out_of_memory_command_does_not_run_in_plan(sec_engine_proj
     }
     (sec_engine_project / CONFIG_FILE).write_text(_config(_conf_yaml(conf)))
     env, calls = java_witness(tmp_path / "java", passthrough=False)
-    for command in (["plan"], ["validate"], ["run"], ["apply", "--auto-approve"]):
-        proc = odfproj(command, sec_engine_project, env)
+    commands = [["plan"], ["validate"], ["run"], ["apply", "--auto-approve"]]
+    for command, proc in zip(commands, odfproj_each(commands, sec_engine_project, env), strict=True):
         assert proc.returncode == 1, (command, proc.stdout, proc.stderr)
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and "Traceback" not in proc.stderr, (command, proc.stderr)

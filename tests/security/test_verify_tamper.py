@@ -8,9 +8,8 @@ rollback before it asks for a session.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
-import subprocess
-import sys
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -25,6 +24,7 @@ from odfproj.storage.verify import verify_dataset, verify_in_workspace
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.coordinator import plan_inputs, update_derivative
 from odfproj.transform.errors import TransformError
+from tests.cli_inprocess import run_main_split
 from tests.transform.helpers import T0, add_records, create_derivative, create_root, hours, schema_with
 
 REPO = Path(__file__).resolve().parents[2]
@@ -135,13 +135,8 @@ def test_verify_command_reports_the_rollback(ws: Workspace) -> None:
     consumed = orders.head()
     assert consumed is not None
     orders.layout.head_ref.write_text(str(orders.get_block(consumed).prev_block_hash.to_multibase()))  # type: ignore[union-attr]
-    done = subprocess.run(
-        [sys.executable, "-m", "odfproj", "verify", "--workspace", str(ws.root)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-    )
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert str(consumed) in done.stdout and "'spent'" in done.stdout
-    assert "Traceback" not in done.stderr
+    with contextlib.chdir(REPO):  # the command through its real entry point, in-process (no Spark needed)
+        code, stdout, stderr = run_main_split("verify", "--workspace", str(ws.root))
+    assert code == 1, stdout + stderr
+    assert str(consumed) in stdout and "'spent'" in stdout
+    assert "Traceback" not in stderr

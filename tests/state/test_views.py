@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -17,6 +14,7 @@ from odfproj.run.run import run_project
 from odfproj.state.read import read_changelog, read_state
 from odfproj.state.views import referenced_views, run_sql
 from odfproj.storage.workspace import Workspace
+from tests.cli_inprocess import cli_in, run_main_split
 from tests.spark_helpers import RecordingHolder
 
 pytestmark = pytest.mark.spark
@@ -155,18 +153,17 @@ def test_bad_queries_are_refused_with_one_line(workspace, engine, sql, message):
     assert "\n" not in str(caught.value)
 
 
-def test_cli_sql(workspace):
-    env = {**os.environ, "COLUMNS": "200"}
+def test_cli_sql(workspace, spark, monkeypatch):
+    """``odfproj sql`` through the real entry point, in-process on the shared session (no JVM per call)."""
     root = workspace.root.parent
-    cmd = [sys.executable, "-m", "odfproj", "sql", "--format", "csv"]
-    done = subprocess.run(
-        [*cmd, "SELECT id, item FROM `prices` ORDER BY id"], cwd=root, capture_output=True, text=True, env=env
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ['"id","item"', '1,"tea"', '3,"bread"', '4,"jam"']
-    assert done.stderr == ""
-    bad = subprocess.run(
-        [*cmd, "SELECT nope FROM `prices`"], cwd=root, capture_output=True, text=True, env=env
-    )
-    assert bad.returncode == 1 and bad.stderr.startswith("error: ") and len(bad.stderr.splitlines()) == 1
-    assert "Traceback" not in bad.stderr
+    cli_in(spark, monkeypatch, lambda: root)  # the command's Spark session holder: the test session
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("COLUMNS", "200")
+    cmd = ["sql", "--format", "csv"]
+    code, stdout, stderr = run_main_split(*cmd, "SELECT id, item FROM `prices` ORDER BY id")
+    assert code == 0, stderr
+    assert stdout.splitlines() == ['"id","item"', '1,"tea"', '3,"bread"', '4,"jam"']
+    assert stderr == ""
+    code, _, stderr = run_main_split(*cmd, "SELECT nope FROM `prices`")
+    assert code == 1 and stderr.startswith("error: ") and len(stderr.splitlines()) == 1
+    assert "Traceback" not in stderr

@@ -1,15 +1,16 @@
-"""``odfproj log`` and ``odfproj verify``: through typer's runner, and end to end via ``python -m odfproj``.
+"""``odfproj log`` and ``odfproj verify``: through typer's runner, and end to end through the real entry point.
 
-The subprocess tests run once the commands are registered in ``odfproj/cli/main.py``; until then they
+The end-to-end tests (in-process: ``odfproj.cli.main.main`` with its error boundary) run once the commands are registered in ``odfproj/cli/main.py``; until then they
 are skipped with a reason, and the runner tests cover the same behaviour.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
-import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import typer
@@ -24,6 +25,7 @@ from odfproj.project.config import WORKSPACE_ENV
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.errors import DatasetNotFoundError
 from odfproj.storage.workspace import Workspace
+from tests.cli_inprocess import run_main_split
 from tests.storage.helpers.chains import BASE_TIME, Writer, set_schema
 
 REPO = Path(__file__).resolve().parents[2]
@@ -132,10 +134,11 @@ needs_registration = pytest.mark.skipif(
 
 
 def _odfproj(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``odfproj ARGS`` in ``cwd`` through the real entry point, in-process (none of these starts Spark)."""
     env = {k: v for k, v in os.environ.items() if k != WORKSPACE_ENV}
-    return subprocess.run(
-        [sys.executable, "-m", "odfproj", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=60
-    )
+    with mock.patch.dict(os.environ, env, clear=True), contextlib.chdir(cwd):
+        code, stdout, stderr = run_main_split(*args)
+    return subprocess.CompletedProcess(["odfproj", *args], code, stdout, stderr)
 
 
 @needs_registration
