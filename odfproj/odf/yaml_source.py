@@ -209,6 +209,15 @@ def check_yaml_limits(text: str) -> None:
                 )
     except YamlLimitError:
         raise
+    except yaml.MarkedYAMLError as error:
+        # libyaml 0.2.5 as bundled with PyYAML 6.0.4 stops scanning past its own nesting limit (1,000
+        # levels) before the parser has emitted the events that would reach ours: that is over our
+        # limit too, and the document must be refused as such, not handed to a recursive parser.
+        if "nesting depth" in str(error.problem or ""):
+            raise YamlLimitError(
+                f"the document is nested more than {MAX_YAML_DEPTH} levels deep", error.problem_mark
+            ) from None
+        return
     except (yaml.YAMLError, RecursionError):
         return
 
