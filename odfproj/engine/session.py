@@ -2,6 +2,11 @@
 
 Starting a JVM costs seconds, so nothing here runs at import time: commands with no data work (validate,
 plan, a no-op run) never create a session. ``SparkSessionHolder.created`` lets callers and tests prove it.
+
+A target is either classic Spark, whose driver runs in this process behind py4j (``local[...]``,
+``spark://``, ``yarn``, ``k8s://``), or a Spark Connect server (``sc://``), where the driver runs
+elsewhere and this process is a gRPC client. Classic-only machinery (the quiet gateway, the JVM's log
+level, the interrupt guards of a JVM start) applies to the first only; :func:`is_connect` says which.
 """
 
 from __future__ import annotations
@@ -57,6 +62,11 @@ class SparkSettings:
     conf: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     verbose: bool = False
 
+    @property
+    def is_connect(self) -> bool:
+        """Whether the target is a Spark Connect server rather than a driver in this process."""
+        return is_connect(self.master)
+
     def effective_conf(self) -> dict[str, str]:
         merged = dict(BASE_CONF)
         merged["spark.driver.extraJavaOptions"] = _log_options()
@@ -66,12 +76,34 @@ class SparkSettings:
         return merged
 
 
+#: The scheme of a Spark Connect target's URL.
+CONNECT_SCHEME = "sc://"
+
+#: The oldest PySpark whose Connect client can open a fresh server-side session (``newSession``), which
+#: every query scope needs for its own temporary views.
+CONNECT_MIN_PYSPARK = (4, 3)
+
+#: The Python packages PySpark's Connect client imports, beyond odfproj's own dependencies.
+CONNECT_MODULES = ("pandas", "grpc", "grpc_status", "google.rpc", "zstandard")
+
+
+def is_connect(master: str) -> bool:
+    """Whether ``master`` names a Spark Connect server (``sc://HOST:PORT``)."""
+    return master.strip().startswith(CONNECT_SCHEME)
+
+
 def create_spark_session(settings: SparkSettings) -> SparkSession:
     """Build (or reuse, Spark keeps one per JVM) a session configured as ``settings`` say."""
+    if settings.is_connect:
+        return _create_connect_session(settings)
+    return _create_classic_session(settings)
+
+
+def _create_classic_session(settings: SparkSettings) -> SparkSession:
+    """A session whose driver runs in this process (local, standalone, YARN, Kubernetes), behind py4j."""
     os.environ.setdefault("PYSPARK_PYTHON", _python())
     try:
         from pyspark import SparkConf
-        from pyspark.sql import SparkSession
     except ImportError as e:  # pragma: no cover - pyspark is a dependency
         raise EngineError(f"pyspark is not installed: {e}") from None
     conf = SparkConf().setMaster(settings.master).setAppName(settings.app_name)
@@ -80,7 +112,7 @@ def create_spark_session(settings: SparkSettings) -> SparkSession:
     with _noting_interrupts() as interrupted:
         try:
             _launch_quiet_gateway(conf, settings.verbose)
-            session = SparkSession.builder.config(conf=conf).getOrCreate()
+            session = _classic_get_or_create(conf)
         except Exception as e:  # the JVM failed to start: no Java, bad master URL, ...
             if interrupted.is_set():  # PySpark's clean-up after a Ctrl-C failed in turn: not a Java problem
                 raise KeyboardInterrupt from None
@@ -92,6 +124,76 @@ def create_spark_session(settings: SparkSettings) -> SparkSession:
     session.sparkContext.setLogLevel("WARN")
     _quiet_python_loggers(settings.verbose)
     return session
+
+
+def _classic_get_or_create(conf: SparkConf) -> SparkSession:
+    """The classic session of this process's JVM, made from ``conf`` if there is none yet.
+
+    ``SparkSession.builder`` would hand back a Spark Connect session once a Connect session exists in
+    the process (PySpark then marks the whole process as Connect), yet a process talking to a Connect
+    target still needs the classic, local sandbox that checks queries (``engine.spark``). So the
+    classic session is built from its parts, as the builder itself does in classic mode.
+    """
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    existing = SparkSession._instantiatedSession
+    if existing is not None and existing._sc._jsc is not None:
+        return existing
+    return SparkSession(SparkContext.getOrCreate(conf))
+
+
+def _create_connect_session(settings: SparkSettings) -> SparkSession:
+    """A Spark Connect client session on the server ``settings.master`` names.
+
+    The server owns its driver and executors, so of odfproj's settings only the SQL ones (time zone,
+    ANSI, Parquet timestamps, ``runSQLOnFiles``...) are set, on the session; JVM, log and UI settings
+    are the server's. PySpark's functions module picks the Connect implementation only when the
+    process is marked as Connect (``SPARK_CONNECT_MODE_ENABLED``), which PySpark's builder does too.
+    """
+    remote = _connect_session_class()
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    try:
+        session = remote.builder.remote(settings.master.strip()).create()
+        apply_sql_conf(session, settings.effective_conf())
+    except Exception as e:  # nothing listens there, TLS mismatch, a refused setting
+        raise EngineError(f"could not reach Spark Connect at {settings.master}: {_first_line(e)}") from None
+    _quiet_python_loggers(settings.verbose)
+    return session
+
+
+def _connect_session_class() -> Any:
+    """PySpark's Connect ``SparkSession`` class, or a one-line error saying what to install."""
+    import importlib
+
+    import pyspark
+
+    version = tuple(int(part) for part in re.findall(r"\d+", pyspark.__version__)[:2])
+    if version < CONNECT_MIN_PYSPARK:
+        raise EngineError(
+            f"a Spark Connect target (sc://) needs pyspark {'.'.join(map(str, CONNECT_MIN_PYSPARK))} or "
+            f"newer (installed: {pyspark.__version__}): pip install 'odfproj[connect]'"
+        )
+    missing = [name for name in CONNECT_MODULES if importlib.util.find_spec(name.split(".")[0]) is None]
+    if missing:
+        raise EngineError(
+            f"a Spark Connect target (sc://) needs the Connect client's packages ({', '.join(missing)} "
+            "missing): pip install 'odfproj[connect]'"
+        )
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+    return RemoteSparkSession
+
+
+def apply_sql_conf(session: SparkSession, conf: Mapping[str, str]) -> None:
+    """Set the session-level SQL settings of ``conf`` on ``session``; the others belong to its JVM.
+
+    A Connect session starts from its server's defaults, and so does each of its child sessions,
+    which is why query scopes call this as well.
+    """
+    for key, value in conf.items():
+        if key.startswith("spark.sql.") and session.conf.isModifiable(key):
+            session.conf.set(key, value)
 
 
 @contextmanager
@@ -305,6 +407,7 @@ class SparkSessionHolder:
     def __init__(self, settings: SparkSettings) -> None:
         self.settings = settings
         self._session: SparkSession | None = None
+        self._children: list[SparkSession] = []
         self._lock = threading.Lock()
 
     @property
@@ -317,8 +420,26 @@ class SparkSessionHolder:
                 self._session = create_spark_session(self.settings)
             return self._session
 
+    def child_session(self) -> SparkSession:
+        """A new session of the same driver with its own temporary views and SQL settings.
+
+        A Connect child is a client of its own, whose DataFrames resolve their views only when they
+        run, after the scope that made them has ended; so it lives until :meth:`stop`, which releases
+        it on the server (a client left to the garbage collector can hang the process at exit).
+        """
+        parent = self.get()
+        child = parent.newSession()
+        if self.settings.is_connect:
+            with self._lock:
+                self._children.append(child)
+        return child
+
     def stop(self) -> None:
         with self._lock:
+            children, self._children = self._children, []
+            for child in children:
+                with suppress(Exception):  # best effort: the server may be gone already
+                    child.stop()
             if self._session is not None:
                 self._session.stop()
                 self._session = None

@@ -32,6 +32,11 @@ Design points, each one a reason for code below:
   DataFrame work (reading, coercion to the read schema, merging) stays ANSI in the parent session.
 - Spark errors become one-line ``EngineError``/``InvalidQueryError`` messages: the error class and first
   line, without SQLSTATE and without the Java stack trace.
+- On a Spark Connect target (``sc://``) the parser and the analysed plan live on the server, out of reach.
+  Each step is then checked first, exactly as above, in the local analysis sandbox
+  (``engine.settings.analysis_settings``) over empty views of the real inputs' schemas, and only then
+  sent to the server (:class:`ConnectQueryScope`). Connect DataFrames resolve their views when they run,
+  so a Connect scope's views stay until the engine's holder stops.
 """
 
 from __future__ import annotations
@@ -51,7 +56,8 @@ import pyarrow.parquet as pq
 
 from odfproj.engine.dialects import is_spark, to_spark
 from odfproj.engine.errors import InvalidQueryError
-from odfproj.engine.session import SparkSessionHolder
+from odfproj.engine.session import SparkSessionHolder, apply_sql_conf
+from odfproj.engine.settings import analysis_settings
 from odfproj.engine.sql_policy import check_parsed_query
 from odfproj.engine.types import arrow_schema_from_spark, spark_schema_from_arrow
 from odfproj.errors import EngineError
@@ -259,9 +265,21 @@ def _parsed_json(parsed: object, where: str) -> str:
         ) from None
 
 
+def analysed_plan(df: DataFrame) -> object:
+    """The JVM's analysed logical plan of a classic DataFrame (py4j), for the checks that read it.
+
+    A Connect DataFrame has no plan in this process: its steps are checked in the local sandbox
+    (:class:`ConnectQueryScope`), never here.
+    """
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        raise EngineError("internal: a query plan can only be read from a classic (local) Spark session")
+    return jdf.queryExecution().analyzed()
+
+
 def check_query_plan(df: DataFrame, where: str) -> None:
     """Refuse a non-deterministic or sandbox-escaping query, naming the function responsible."""
-    analyzed = df._jdf.queryExecution().analyzed()
+    analyzed = analysed_plan(df)
     classes = _plan_classes(analyzed)
     for node, function in FORBIDDEN_NODES.items():
         if node in classes:
@@ -285,12 +303,12 @@ ANSI_KEY = "spark.sql.ansi.enabled"
 class QueryScope:
     """A child session whose temporary views live only as long as one engine operation."""
 
-    def __init__(self, parent: SparkSession, sql_conf: Mapping[str, str]) -> None:
+    def __init__(
+        self, parent: SparkSession, sql_conf: Mapping[str, str], child: SparkSession | None = None
+    ) -> None:
         self.parent = parent
-        self.session = parent.newSession()
-        for key, value in sql_conf.items():
-            if key.startswith("spark.sql.") and self.session.conf.isModifiable(key):
-                self.session.conf.set(key, value)
+        self.session = child if child is not None else parent.newSession()
+        apply_sql_conf(self.session, sql_conf)
         self._views: list[str] = []
 
     def register(self, name: str, df: DataFrame) -> None:
@@ -346,6 +364,48 @@ class QueryScope:
         self._views.clear()
 
 
+class ConnectQueryScope(QueryScope):
+    """A scope on a Spark Connect server, whose queries are checked in the local sandbox first.
+
+    ``sandbox`` is a classic scope on the analysis session: every view registered here is mirrored
+    there as an empty frame of the same schema, and :meth:`run` runs the whole transform there
+    (parse, SQL policy, analysis, determinism) before any step reaches the server. The checks are
+    thus the very ones of a classic target, in one place. Views are left in place at the end:
+    a Connect DataFrame resolves them when it runs, and its child session is released with the holder.
+    """
+
+    def __init__(
+        self, parent: SparkSession, sql_conf: Mapping[str, str], child: SparkSession, sandbox: QueryScope
+    ) -> None:
+        super().__init__(parent, sql_conf, child)
+        self.sandbox = sandbox
+
+    def register(self, name: str, df: DataFrame) -> None:
+        super().register(name, df)
+        self.sandbox.register(name, self.sandbox.session.createDataFrame([], df.schema))
+
+    def run(self, transform: model.TransformSql) -> DataFrame:
+        from pyspark.errors import PySparkException
+
+        self.sandbox.run(transform)  # raises InvalidQueryError for anything a classic target refuses
+        self.session.conf.set(ANSI_KEY, "false" if is_spark(transform) else "true")
+        steps = _steps(to_spark(transform))
+        result: DataFrame | None = None
+        for i, step in enumerate(steps, start=1):
+            try:
+                result = self.session.sql(step.query)
+            except PySparkException as e:
+                raise InvalidQueryError(f"query step {i}: {describe_spark_error(e).message}") from None
+            if step.alias and i < len(steps):
+                self.register(step.alias, result)
+        assert result is not None
+        return result
+
+    def close(self) -> None:
+        self._views.clear()
+        self.sandbox.close()
+
+
 # --- the engine -----------------------------------------------------------------------------------------
 
 
@@ -354,6 +414,7 @@ class SparkEngine:
 
     def __init__(self, holder: SparkSessionHolder) -> None:
         self.holder = holder
+        self._sandbox: SparkSessionHolder | None = None
 
     @property
     def session(self) -> SparkSession:
@@ -362,11 +423,23 @@ class SparkEngine:
 
     @contextmanager
     def scope(self) -> Iterator[QueryScope]:
-        scope = QueryScope(self.session, self.holder.settings.effective_conf())
+        conf = self.holder.settings.effective_conf()
+        if self.holder.settings.is_connect:
+            sandbox = self._sandbox_holder().get()
+            check = QueryScope(sandbox, analysis_settings().effective_conf())
+            scope: QueryScope = ConnectQueryScope(self.session, conf, self.holder.child_session(), check)
+        else:
+            scope = QueryScope(self.session, conf)
         try:
             yield scope
         finally:
             scope.close()
+
+    def _sandbox_holder(self) -> SparkSessionHolder:
+        """The local analysis session that checks a Connect target's queries; started on first need."""
+        if self._sandbox is None:
+            self._sandbox = SparkSessionHolder(analysis_settings(verbose=self.holder.settings.verbose))
+        return self._sandbox
 
     # -- DataFrame-level API (raises) --
 
@@ -433,9 +506,11 @@ def write_parquet_file(df: DataFrame, path: str | Path, *, skip_empty: bool = Fa
 __all__: Sequence[str] = (
     "FORBIDDEN_NODES",
     "INPUT_VIEW",
+    "ConnectQueryScope",
     "QueryScope",
     "SparkEngine",
     "SparkFailure",
+    "analysed_plan",
     "check_query_plan",
     "describe_spark_error",
     "is_spark_error",
