@@ -19,7 +19,7 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from types import FrameType, MappingProxyType
@@ -140,7 +140,26 @@ def _classic_get_or_create(conf: SparkConf) -> SparkSession:
     existing = SparkSession._instantiatedSession
     if existing is not None and existing._sc._jsc is not None:
         return existing
-    return SparkSession(SparkContext.getOrCreate(conf))
+    with _local_beside_connect():
+        return SparkSession(SparkContext.getOrCreate(conf))
+
+
+@contextmanager
+def _local_beside_connect() -> Iterator[None]:
+    """Let a SparkContext start in a process that PySpark has marked as a Spark Connect client.
+
+    PySpark refuses that unless ``SPARK_LOCAL_REMOTE`` is set, the mark of its own local Connect
+    mode, which also runs a classic driver beside a Connect client. The mark is held only while the
+    context starts: a Connect session stopped while it is set would stop the classic session too.
+    """
+    if "SPARK_CONNECT_MODE_ENABLED" not in os.environ or "SPARK_LOCAL_REMOTE" in os.environ:
+        yield
+        return
+    os.environ["SPARK_LOCAL_REMOTE"] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop("SPARK_LOCAL_REMOTE", None)
 
 
 def _create_connect_session(settings: SparkSettings) -> SparkSession:
@@ -401,13 +420,53 @@ def _quiet_python_loggers(verbose: bool) -> None:
         PySparkLogger.getLogger(name).setLevel(logging.WARNING if verbose else logging.CRITICAL)
 
 
+#: What to release when a Connect session's holder stops, by the session's ``id``: child sessions,
+#: global views (see :func:`child_session`, :func:`keep_until_stop`).
+_CONNECT_LEFTOVERS: dict[int, list[Callable[[], object]]] = {}
+_LEFTOVERS_LOCK = threading.Lock()
+
+
+def is_connect_session(session: SparkSession) -> bool:
+    """Whether ``session`` is a Spark Connect client rather than a classic (py4j) session."""
+    return type(session).__module__.startswith("pyspark.sql.connect")
+
+
+def keep_until_stop(parent: SparkSession, release: Callable[[], object]) -> None:
+    """Call ``release`` when the holder of the Connect session ``parent`` stops (errors are ignored).
+
+    A Connect DataFrame resolves the views it reads only when it runs, so the views and sessions
+    behind it must outlive the operation that made them.
+    """
+    with _LEFTOVERS_LOCK:
+        _CONNECT_LEFTOVERS.setdefault(id(parent), []).append(release)
+
+
+def child_session(parent: SparkSession) -> SparkSession:
+    """A new session of ``parent``'s driver with its own temporary views and SQL settings.
+
+    A Connect child is a client of its own; it lives until the holder of ``parent`` stops, which
+    releases it on the server (a client left to the garbage collector can hang the process at exit).
+    """
+    child = parent.newSession()
+    if is_connect_session(parent):
+        keep_until_stop(parent, child.stop)
+    return child
+
+
+def _release_leftovers(parent: SparkSession) -> None:
+    with _LEFTOVERS_LOCK:
+        releases = _CONNECT_LEFTOVERS.pop(id(parent), [])
+    for release in reversed(releases):
+        with suppress(Exception):  # best effort: the server may be gone already
+            release()
+
+
 class SparkSessionHolder:
     """Creates the session on first use only; thread-safe, so worker threads can share it."""
 
     def __init__(self, settings: SparkSettings) -> None:
         self.settings = settings
         self._session: SparkSession | None = None
-        self._children: list[SparkSession] = []
         self._lock = threading.Lock()
 
     @property
@@ -420,27 +479,10 @@ class SparkSessionHolder:
                 self._session = create_spark_session(self.settings)
             return self._session
 
-    def child_session(self) -> SparkSession:
-        """A new session of the same driver with its own temporary views and SQL settings.
-
-        A Connect child is a client of its own, whose DataFrames resolve their views only when they
-        run, after the scope that made them has ended; so it lives until :meth:`stop`, which releases
-        it on the server (a client left to the garbage collector can hang the process at exit).
-        """
-        parent = self.get()
-        child = parent.newSession()
-        if self.settings.is_connect:
-            with self._lock:
-                self._children.append(child)
-        return child
-
     def stop(self) -> None:
         with self._lock:
-            children, self._children = self._children, []
-            for child in children:
-                with suppress(Exception):  # best effort: the server may be gone already
-                    child.stop()
             if self._session is not None:
+                _release_leftovers(self._session)
                 self._session.stop()
                 self._session = None
 

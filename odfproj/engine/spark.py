@@ -56,7 +56,7 @@ import pyarrow.parquet as pq
 
 from odfproj.engine.dialects import is_spark, to_spark
 from odfproj.engine.errors import InvalidQueryError
-from odfproj.engine.session import SparkSessionHolder, apply_sql_conf
+from odfproj.engine.session import SparkSessionHolder, apply_sql_conf, child_session, keep_until_stop
 from odfproj.engine.settings import analysis_settings
 from odfproj.engine.sql_policy import check_parsed_query
 from odfproj.engine.types import arrow_schema_from_spark, spark_schema_from_arrow
@@ -307,7 +307,7 @@ class QueryScope:
         self, parent: SparkSession, sql_conf: Mapping[str, str], child: SparkSession | None = None
     ) -> None:
         self.parent = parent
-        self.session = child if child is not None else parent.newSession()
+        self.session = child if child is not None else child_session(parent)
         apply_sql_conf(self.session, sql_conf)
         self._views: list[str] = []
 
@@ -399,7 +399,15 @@ class ConnectQueryScope(QueryScope):
             if step.alias and i < len(steps):
                 self.register(step.alias, result)
         assert result is not None
-        return result
+        return self._to_parent(result)
+
+    def _to_parent(self, result: DataFrame) -> DataFrame:
+        """``result`` as a DataFrame of the parent session, which Connect requires to join or union it
+        with the parent's frames; through a global view, kept (and dropped) as the child session is."""
+        bridge = f"odfproj_{uuid.uuid4().hex}"
+        result.createGlobalTempView(bridge)
+        keep_until_stop(self.parent, lambda: self.parent.catalog.dropGlobalTempView(bridge))
+        return self.parent.table(f"global_temp.{bridge}")
 
     def close(self) -> None:
         self._views.clear()
@@ -427,7 +435,7 @@ class SparkEngine:
         if self.holder.settings.is_connect:
             sandbox = self._sandbox_holder().get()
             check = QueryScope(sandbox, analysis_settings().effective_conf())
-            scope: QueryScope = ConnectQueryScope(self.session, conf, self.holder.child_session(), check)
+            scope: QueryScope = ConnectQueryScope(self.session, conf, child_session(self.session), check)
         else:
             scope = QueryScope(self.session, conf)
         try:
