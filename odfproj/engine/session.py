@@ -44,12 +44,18 @@ BASE_CONF: Mapping[str, str] = MappingProxyType(
         "spark.sql.shuffle.partitions": "4",
         "spark.default.parallelism": "4",
         "spark.sql.adaptive.enabled": "true",
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.driver.host": "127.0.0.1",
         # Parquet timestamps as the common data schema wants them: INT64 millis, UTC-adjusted.
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MILLIS",
         "spark.sql.legacy.timeParserPolicy": "CORRECTED",
     }
+)
+
+
+#: Where a driver in this process listens when its executors run in it too (``local``): loopback only.
+#: A cluster's executors must reach the driver, so elsewhere Spark's own choice stands (the machine's
+#: address, or ``SPARK_LOCAL_IP``).
+LOCAL_DRIVER_CONF: Mapping[str, str] = MappingProxyType(
+    {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
 )
 
 
@@ -69,6 +75,8 @@ class SparkSettings:
 
     def effective_conf(self) -> dict[str, str]:
         merged = dict(BASE_CONF)
+        if self.master.strip().startswith("local"):
+            merged.update(LOCAL_DRIVER_CONF)
         merged["spark.driver.extraJavaOptions"] = _log_options()
         # odfproj makes no tables; without this Spark leaves an empty spark-warehouse/ in the user's cwd.
         merged["spark.sql.warehouse.dir"] = os.path.join(tempfile.gettempdir(), "odfproj-spark-warehouse")
@@ -171,14 +179,39 @@ def _create_connect_session(settings: SparkSettings) -> SparkSession:
     process is marked as Connect (``SPARK_CONNECT_MODE_ENABLED``), which PySpark's builder does too.
     """
     remote = _connect_session_class()
-    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    _check_reachable(settings.master)
     try:
         session = remote.builder.remote(settings.master.strip()).create()
         apply_sql_conf(session, settings.effective_conf())
     except Exception as e:  # nothing listens there, TLS mismatch, a refused setting
         raise EngineError(f"could not reach Spark Connect at {settings.master}: {_first_line(e)}") from None
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"  # only once connected: a failed try leaves no mark
     _quiet_python_loggers(settings.verbose)
     return session
+
+
+#: How long to wait for a Spark Connect server to accept a connection before saying it is not there.
+CONNECT_PROBE_TIMEOUT_S = 10.0
+
+
+def _check_reachable(master: str) -> None:
+    """A one-line error at once when nothing accepts connections at ``master``'s host and port.
+
+    PySpark's Connect client retries an unavailable server with backoff for many minutes before it
+    gives up; a plain TCP connection answers the common mistakes (no server, wrong port) in seconds.
+    """
+    import socket
+    from urllib.parse import urlsplit
+
+    address = urlsplit(master.strip().split("/;", 1)[0].replace(CONNECT_SCHEME, "http://", 1))
+    host, port = address.hostname or "localhost", address.port or 15002  # Spark Connect's default port
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_PROBE_TIMEOUT_S).close()
+    except OSError as e:
+        raise EngineError(
+            f"could not reach Spark Connect at {master.strip()}: {e.strerror or e} "
+            "(is the server running? see docs/guide/cluster.md)"
+        ) from None
 
 
 def _connect_session_class() -> Any:
