@@ -426,7 +426,14 @@ class SparkEngine:
 
     @property
     def session(self) -> SparkSession:
-        """The shared session, created on first use."""
+        """The shared session, created on first use.
+
+        For a Connect target the local sandbox is started first: PySpark launches a JVM through a
+        ``preexec_fn``, Python code in a forked child, which can die before it runs Java once gRPC's
+        threads exist in the parent (seen as ``JAVA_GATEWAY_EXITED``).
+        """
+        if self.holder.settings.is_connect and not self.holder.created:
+            self._sandbox_holder().get()
         return self.holder.get()
 
     @contextmanager
