@@ -2,6 +2,11 @@
 
 Starting a JVM costs seconds, so nothing here runs at import time: commands with no data work (validate,
 plan, a no-op run) never create a session. ``SparkSessionHolder.created`` lets callers and tests prove it.
+
+A target is either classic Spark, whose driver runs in this process behind py4j (``local[...]``,
+``spark://``, ``yarn``, ``k8s://``), or a Spark Connect server (``sc://``), where the driver runs
+elsewhere and this process is a gRPC client. Classic-only machinery (the quiet gateway, the JVM's log
+level, the interrupt guards of a JVM start) applies to the first only; :func:`is_connect` says which.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from types import FrameType, MappingProxyType
@@ -39,12 +44,18 @@ BASE_CONF: Mapping[str, str] = MappingProxyType(
         "spark.sql.shuffle.partitions": "4",
         "spark.default.parallelism": "4",
         "spark.sql.adaptive.enabled": "true",
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.driver.host": "127.0.0.1",
         # Parquet timestamps as the common data schema wants them: INT64 millis, UTC-adjusted.
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MILLIS",
         "spark.sql.legacy.timeParserPolicy": "CORRECTED",
     }
+)
+
+
+#: Where a driver in this process listens when its executors run in it too (``local``): loopback only.
+#: A cluster's executors must reach the driver, so elsewhere Spark's own choice stands (the machine's
+#: address, or ``SPARK_LOCAL_IP``).
+LOCAL_DRIVER_CONF: Mapping[str, str] = MappingProxyType(
+    {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
 )
 
 
@@ -57,8 +68,15 @@ class SparkSettings:
     conf: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     verbose: bool = False
 
+    @property
+    def is_connect(self) -> bool:
+        """Whether the target is a Spark Connect server rather than a driver in this process."""
+        return is_connect(self.master)
+
     def effective_conf(self) -> dict[str, str]:
         merged = dict(BASE_CONF)
+        if self.master.strip().startswith("local"):
+            merged.update(LOCAL_DRIVER_CONF)
         merged["spark.driver.extraJavaOptions"] = _log_options()
         # odfproj makes no tables; without this Spark leaves an empty spark-warehouse/ in the user's cwd.
         merged["spark.sql.warehouse.dir"] = os.path.join(tempfile.gettempdir(), "odfproj-spark-warehouse")
@@ -66,12 +84,34 @@ class SparkSettings:
         return merged
 
 
+#: The scheme of a Spark Connect target's URL.
+CONNECT_SCHEME = "sc://"
+
+#: The oldest PySpark whose Connect client can open a fresh server-side session (``newSession``), which
+#: every query scope needs for its own temporary views.
+CONNECT_MIN_PYSPARK = (4, 3)
+
+#: The Python packages PySpark's Connect client imports, beyond odfproj's own dependencies.
+CONNECT_MODULES = ("pandas", "grpc", "grpc_status", "google.rpc", "zstandard")
+
+
+def is_connect(master: str) -> bool:
+    """Whether ``master`` names a Spark Connect server (``sc://HOST:PORT``)."""
+    return master.strip().startswith(CONNECT_SCHEME)
+
+
 def create_spark_session(settings: SparkSettings) -> SparkSession:
     """Build (or reuse, Spark keeps one per JVM) a session configured as ``settings`` say."""
+    if settings.is_connect:
+        return _create_connect_session(settings)
+    return _create_classic_session(settings)
+
+
+def _create_classic_session(settings: SparkSettings) -> SparkSession:
+    """A session whose driver runs in this process (local, standalone, YARN, Kubernetes), behind py4j."""
     os.environ.setdefault("PYSPARK_PYTHON", _python())
     try:
         from pyspark import SparkConf
-        from pyspark.sql import SparkSession
     except ImportError as e:  # pragma: no cover - pyspark is a dependency
         raise EngineError(f"pyspark is not installed: {e}") from None
     conf = SparkConf().setMaster(settings.master).setAppName(settings.app_name)
@@ -80,7 +120,7 @@ def create_spark_session(settings: SparkSettings) -> SparkSession:
     with _noting_interrupts() as interrupted:
         try:
             _launch_quiet_gateway(conf, settings.verbose)
-            session = SparkSession.builder.config(conf=conf).getOrCreate()
+            session = _classic_get_or_create(conf)
         except Exception as e:  # the JVM failed to start: no Java, bad master URL, ...
             if interrupted.is_set():  # PySpark's clean-up after a Ctrl-C failed in turn: not a Java problem
                 raise KeyboardInterrupt from None
@@ -92,6 +132,120 @@ def create_spark_session(settings: SparkSettings) -> SparkSession:
     session.sparkContext.setLogLevel("WARN")
     _quiet_python_loggers(settings.verbose)
     return session
+
+
+def _classic_get_or_create(conf: SparkConf) -> SparkSession:
+    """The classic session of this process's JVM, made from ``conf`` if there is none yet.
+
+    ``SparkSession.builder`` would hand back a Spark Connect session once a Connect session exists in
+    the process (PySpark then marks the whole process as Connect), yet a process talking to a Connect
+    target still needs the classic, local sandbox that checks queries (``engine.spark``). So the
+    classic session is built from its parts, as the builder itself does in classic mode.
+    """
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    existing = SparkSession._instantiatedSession
+    if existing is not None and existing._sc._jsc is not None:
+        return existing
+    with _local_beside_connect():
+        return SparkSession(SparkContext.getOrCreate(conf))
+
+
+@contextmanager
+def _local_beside_connect() -> Iterator[None]:
+    """Let a SparkContext start in a process that PySpark has marked as a Spark Connect client.
+
+    PySpark refuses that unless ``SPARK_LOCAL_REMOTE`` is set, the mark of its own local Connect
+    mode, which also runs a classic driver beside a Connect client. The mark is held only while the
+    context starts: a Connect session stopped while it is set would stop the classic session too.
+    """
+    if "SPARK_CONNECT_MODE_ENABLED" not in os.environ or "SPARK_LOCAL_REMOTE" in os.environ:
+        yield
+        return
+    os.environ["SPARK_LOCAL_REMOTE"] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop("SPARK_LOCAL_REMOTE", None)
+
+
+def _create_connect_session(settings: SparkSettings) -> SparkSession:
+    """A Spark Connect client session on the server ``settings.master`` names.
+
+    The server owns its driver and executors, so of odfproj's settings only the SQL ones (time zone,
+    ANSI, Parquet timestamps, ``runSQLOnFiles``...) are set, on the session; JVM, log and UI settings
+    are the server's. PySpark's functions module picks the Connect implementation only when the
+    process is marked as Connect (``SPARK_CONNECT_MODE_ENABLED``), which PySpark's builder does too.
+    """
+    remote = _connect_session_class()
+    _check_reachable(settings.master)
+    try:
+        session = remote.builder.remote(settings.master.strip()).create()
+        apply_sql_conf(session, settings.effective_conf())
+    except Exception as e:  # nothing listens there, TLS mismatch, a refused setting
+        raise EngineError(f"could not reach Spark Connect at {settings.master}: {_first_line(e)}") from None
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"  # only once connected: a failed try leaves no mark
+    _quiet_python_loggers(settings.verbose)
+    return session
+
+
+#: How long to wait for a Spark Connect server to accept a connection before saying it is not there.
+CONNECT_PROBE_TIMEOUT_S = 10.0
+
+
+def _check_reachable(master: str) -> None:
+    """A one-line error at once when nothing accepts connections at ``master``'s host and port.
+
+    PySpark's Connect client retries an unavailable server with backoff for many minutes before it
+    gives up; a plain TCP connection answers the common mistakes (no server, wrong port) in seconds.
+    """
+    import socket
+    from urllib.parse import urlsplit
+
+    address = urlsplit(master.strip().split("/;", 1)[0].replace(CONNECT_SCHEME, "http://", 1))
+    host, port = address.hostname or "localhost", address.port or 15002  # Spark Connect's default port
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_PROBE_TIMEOUT_S).close()
+    except OSError as e:
+        raise EngineError(
+            f"could not reach Spark Connect at {master.strip()}: {e.strerror or e} "
+            "(is the server running? see docs/guide/cluster.md)"
+        ) from None
+
+
+def _connect_session_class() -> Any:
+    """PySpark's Connect ``SparkSession`` class, or a one-line error saying what to install."""
+    import importlib
+
+    import pyspark
+
+    version = tuple(int(part) for part in re.findall(r"\d+", pyspark.__version__)[:2])
+    if version < CONNECT_MIN_PYSPARK:
+        raise EngineError(
+            f"a Spark Connect target (sc://) needs pyspark {'.'.join(map(str, CONNECT_MIN_PYSPARK))} or "
+            f"newer (installed: {pyspark.__version__}): pip install 'odfproj[connect]'"
+        )
+    missing = [name for name in CONNECT_MODULES if importlib.util.find_spec(name.split(".")[0]) is None]
+    if missing:
+        raise EngineError(
+            f"a Spark Connect target (sc://) needs the Connect client's packages ({', '.join(missing)} "
+            "missing): pip install 'odfproj[connect]'"
+        )
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+    return RemoteSparkSession
+
+
+def apply_sql_conf(session: SparkSession, conf: Mapping[str, str]) -> None:
+    """Set the session-level SQL settings of ``conf`` on ``session``; the others belong to its JVM.
+
+    A Connect session starts from its server's defaults, and so does each of its child sessions,
+    which is why query scopes call this as well.
+    """
+    for key, value in conf.items():
+        if key.startswith("spark.sql.") and session.conf.isModifiable(key):
+            session.conf.set(key, value)
 
 
 @contextmanager
@@ -299,6 +453,47 @@ def _quiet_python_loggers(verbose: bool) -> None:
         PySparkLogger.getLogger(name).setLevel(logging.WARNING if verbose else logging.CRITICAL)
 
 
+#: What to release when a Connect session's holder stops, by the session's ``id``: child sessions,
+#: global views (see :func:`child_session`, :func:`keep_until_stop`).
+_CONNECT_LEFTOVERS: dict[int, list[Callable[[], object]]] = {}
+_LEFTOVERS_LOCK = threading.Lock()
+
+
+def is_connect_session(session: SparkSession) -> bool:
+    """Whether ``session`` is a Spark Connect client rather than a classic (py4j) session."""
+    return type(session).__module__.startswith("pyspark.sql.connect")
+
+
+def keep_until_stop(parent: SparkSession, release: Callable[[], object]) -> None:
+    """Call ``release`` when the holder of the Connect session ``parent`` stops (errors are ignored).
+
+    A Connect DataFrame resolves the views it reads only when it runs, so the views and sessions
+    behind it must outlive the operation that made them.
+    """
+    with _LEFTOVERS_LOCK:
+        _CONNECT_LEFTOVERS.setdefault(id(parent), []).append(release)
+
+
+def child_session(parent: SparkSession) -> SparkSession:
+    """A new session of ``parent``'s driver with its own temporary views and SQL settings.
+
+    A Connect child is a client of its own; it lives until the holder of ``parent`` stops, which
+    releases it on the server (a client left to the garbage collector can hang the process at exit).
+    """
+    child = parent.newSession()
+    if is_connect_session(parent):
+        keep_until_stop(parent, child.stop)
+    return child
+
+
+def _release_leftovers(parent: SparkSession) -> None:
+    with _LEFTOVERS_LOCK:
+        releases = _CONNECT_LEFTOVERS.pop(id(parent), [])
+    for release in reversed(releases):
+        with suppress(Exception):  # best effort: the server may be gone already
+            release()
+
+
 class SparkSessionHolder:
     """Creates the session on first use only; thread-safe, so worker threads can share it."""
 
@@ -320,6 +515,7 @@ class SparkSessionHolder:
     def stop(self) -> None:
         with self._lock:
             if self._session is not None:
+                _release_leftovers(self._session)
                 self._session.stop()
                 self._session = None
 

@@ -128,14 +128,16 @@ ALLOWED_SPARK_CONF: Mapping[str, _Kind] = MappingProxyType(
     }
 )
 
-#: Master URLs a target may set: in-process (``local``, ``local[N]``, ``local[*]``, ``local[N,F]``) or a
-#: cluster manager. Analysis never uses them; ``local-cluster`` (test-only worker JVMs) and anything
-#: else are refused.
+#: Master URLs a target may set: in-process (``local``, ``local[N]``, ``local[*]``, ``local[N,F]``), a
+#: cluster manager, or a Spark Connect server (``sc://HOST[:PORT]``, with ``/;use_ssl=true`` for TLS; a
+#: token comes from ``SPARK_CONNECT_AUTHENTICATE_TOKEN``, never from a file in git). Analysis never uses
+#: them; ``local-cluster`` (test-only worker JVMs), other Connect parameters and anything else are refused.
 _MASTER = re.compile(
     r"local(\[([1-9][0-9]{0,3}|\*)(,[0-9]{1,3})?\])?"
     r"|spark://[A-Za-z0-9.\-]+:[0-9]{1,5}(,[A-Za-z0-9.\-]+:[0-9]{1,5})*"
     r"|yarn"
     r"|k8s://https?://[A-Za-z0-9.\-]+(:[0-9]{1,5})?"
+    r"|sc://[A-Za-z0-9.\-]+(:[0-9]{1,5})?(/;use_ssl=(true|false))?"
 )
 
 
@@ -174,7 +176,8 @@ def check_spark_master(master: str) -> Refusal | None:
         return None
     return Refusal(
         "spark_master",
-        f"{master!r} is not allowed (local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL)",
+        f"{master!r} is not allowed (local, local[N], local[*], spark://HOST:PORT, yarn, k8s://URL or "
+        "sc://HOST:PORT for Spark Connect)",
     )
 
 

@@ -32,6 +32,11 @@ Design points, each one a reason for code below:
   DataFrame work (reading, coercion to the read schema, merging) stays ANSI in the parent session.
 - Spark errors become one-line ``EngineError``/``InvalidQueryError`` messages: the error class and first
   line, without SQLSTATE and without the Java stack trace.
+- On a Spark Connect target (``sc://``) the parser and the analysed plan live on the server, out of reach.
+  Each step is then checked first, exactly as above, in the local analysis sandbox
+  (``engine.settings.analysis_settings``) over empty views of the real inputs' schemas, and only then
+  sent to the server (:class:`ConnectQueryScope`). Connect DataFrames resolve their views when they run,
+  so a Connect scope's views stay until the engine's holder stops.
 """
 
 from __future__ import annotations
@@ -49,7 +54,8 @@ import pyarrow.parquet as pq
 
 from odfproj.engine.dialects import is_spark, to_spark
 from odfproj.engine.errors import InvalidQueryError
-from odfproj.engine.session import SparkSessionHolder
+from odfproj.engine.session import SparkSessionHolder, apply_sql_conf, child_session, keep_until_stop
+from odfproj.engine.settings import analysis_settings
 from odfproj.engine.slices import rows_per_file
 from odfproj.engine.sql_policy import check_parsed_query
 from odfproj.engine.types import arrow_schema_from_spark, spark_schema_from_arrow
@@ -267,9 +273,21 @@ def _parsed_json(parsed: object, where: str) -> str:
         ) from None
 
 
+def analysed_plan(df: DataFrame) -> object:
+    """The JVM's analysed logical plan of a classic DataFrame (py4j), for the checks that read it.
+
+    A Connect DataFrame has no plan in this process: its steps are checked in the local sandbox
+    (:class:`ConnectQueryScope`), never here.
+    """
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        raise EngineError("internal: a query plan can only be read from a classic (local) Spark session")
+    return jdf.queryExecution().analyzed()
+
+
 def check_query_plan(df: DataFrame, where: str) -> None:
     """Refuse a non-deterministic or sandbox-escaping query, naming the function responsible."""
-    analyzed = df._jdf.queryExecution().analyzed()
+    analyzed = analysed_plan(df)
     classes = _plan_classes(analyzed)
     for node, function in FORBIDDEN_NODES.items():
         if node in classes:
@@ -286,12 +304,16 @@ def check_query_plan(df: DataFrame, where: str) -> None:
 
 
 def analysed_plan_json(df: DataFrame) -> str | None:
-    """The analysed logical plan of ``df`` as Spark's JSON (``None``: a node Spark cannot write as JSON).
+    """The analysed logical plan of ``df`` as Spark's JSON (``None``: it cannot be read here).
 
     What ``transform.modes`` classifies; analysis is already done by the query checks, nothing runs.
+    ``None`` for a node Spark cannot write as JSON, and for a Spark Connect DataFrame, whose plan lives
+    on the server: its query then takes the full path, which is correct for every query.
     """
+    if getattr(df, "_jdf", None) is None:
+        return None
     try:
-        return str(df._jdf.queryExecution().analyzed().toJSON())
+        return str(analysed_plan(df).toJSON())
     except Exception as e:
         if not is_spark_error(e):
             raise
@@ -306,12 +328,12 @@ ANSI_KEY = "spark.sql.ansi.enabled"
 class QueryScope:
     """A child session whose temporary views live only as long as one engine operation."""
 
-    def __init__(self, parent: SparkSession, sql_conf: Mapping[str, str]) -> None:
+    def __init__(
+        self, parent: SparkSession, sql_conf: Mapping[str, str], child: SparkSession | None = None
+    ) -> None:
         self.parent = parent
-        self.session = parent.newSession()
-        for key, value in sql_conf.items():
-            if key.startswith("spark.sql.") and self.session.conf.isModifiable(key):
-                self.session.conf.set(key, value)
+        self.session = child if child is not None else child_session(parent)
+        apply_sql_conf(self.session, sql_conf)
         self._views: list[str] = []
 
     def register(self, name: str, df: DataFrame) -> None:
@@ -367,6 +389,56 @@ class QueryScope:
         self._views.clear()
 
 
+class ConnectQueryScope(QueryScope):
+    """A scope on a Spark Connect server, whose queries are checked in the local sandbox first.
+
+    ``sandbox`` is a classic scope on the analysis session: every view registered here is mirrored
+    there as an empty frame of the same schema, and :meth:`run` runs the whole transform there
+    (parse, SQL policy, analysis, determinism) before any step reaches the server. The checks are
+    thus the very ones of a classic target, in one place. Views are left in place at the end:
+    a Connect DataFrame resolves them when it runs, and its child session is released with the holder.
+    """
+
+    def __init__(
+        self, parent: SparkSession, sql_conf: Mapping[str, str], child: SparkSession, sandbox: QueryScope
+    ) -> None:
+        super().__init__(parent, sql_conf, child)
+        self.sandbox = sandbox
+
+    def register(self, name: str, df: DataFrame) -> None:
+        super().register(name, df)
+        self.sandbox.register(name, self.sandbox.session.createDataFrame([], df.schema))
+
+    def run(self, transform: model.TransformSql) -> DataFrame:
+        from pyspark.errors import PySparkException
+
+        self.sandbox.run(transform)  # raises InvalidQueryError for anything a classic target refuses
+        self.session.conf.set(ANSI_KEY, "false" if is_spark(transform) else "true")
+        steps = _steps(to_spark(transform))
+        result: DataFrame | None = None
+        for i, step in enumerate(steps, start=1):
+            try:
+                result = self.session.sql(step.query)
+            except PySparkException as e:
+                raise InvalidQueryError(f"query step {i}: {describe_spark_error(e).message}") from None
+            if step.alias and i < len(steps):
+                self.register(step.alias, result)
+        assert result is not None
+        return self._to_parent(result)
+
+    def _to_parent(self, result: DataFrame) -> DataFrame:
+        """``result`` as a DataFrame of the parent session, which Connect requires to join or union it
+        with the parent's frames; through a global view, kept (and dropped) as the child session is."""
+        bridge = f"odfproj_{uuid.uuid4().hex}"
+        result.createGlobalTempView(bridge)
+        keep_until_stop(self.parent, lambda: self.parent.catalog.dropGlobalTempView(bridge))
+        return self.parent.table(f"global_temp.{bridge}")
+
+    def close(self) -> None:
+        self._views.clear()
+        self.sandbox.close()
+
+
 # --- the engine -----------------------------------------------------------------------------------------
 
 
@@ -376,10 +448,18 @@ class SparkEngine:
     def __init__(self, holder: SparkSessionHolder, *, rows_per_file: int | None = None) -> None:
         self.holder = holder
         self._rows_per_file = rows_per_file
+        self._sandbox: SparkSessionHolder | None = None
 
     @property
     def session(self) -> SparkSession:
-        """The shared session, created on first use."""
+        """The shared session, created on first use.
+
+        For a Connect target the local sandbox is started first: PySpark launches a JVM through a
+        ``preexec_fn``, Python code in a forked child, which can die before it runs Java once gRPC's
+        threads exist in the parent (seen as ``JAVA_GATEWAY_EXITED``).
+        """
+        if self.holder.settings.is_connect and not self.holder.created:
+            self._sandbox_holder().get()
         return self.holder.get()
 
     @property
@@ -391,11 +471,23 @@ class SparkEngine:
 
     @contextmanager
     def scope(self) -> Iterator[QueryScope]:
-        scope = QueryScope(self.session, self.holder.settings.effective_conf())
+        conf = self.holder.settings.effective_conf()
+        if self.holder.settings.is_connect:
+            sandbox = self._sandbox_holder().get()
+            check = QueryScope(sandbox, analysis_settings().effective_conf())
+            scope: QueryScope = ConnectQueryScope(self.session, conf, child_session(self.session), check)
+        else:
+            scope = QueryScope(self.session, conf)
         try:
             yield scope
         finally:
             scope.close()
+
+    def _sandbox_holder(self) -> SparkSessionHolder:
+        """The local analysis session that checks a Connect target's queries; started on first need."""
+        if self._sandbox is None:
+            self._sandbox = SparkSessionHolder(analysis_settings(verbose=self.holder.settings.verbose))
+        return self._sandbox
 
     # -- DataFrame-level API (raises) --
 
@@ -437,9 +529,11 @@ def frame_from_arrow(session: SparkSession, table: pa.Table, scratch: Path) -> D
 __all__: Sequence[str] = (
     "FORBIDDEN_NODES",
     "INPUT_VIEW",
+    "ConnectQueryScope",
     "QueryScope",
     "SparkEngine",
     "SparkFailure",
+    "analysed_plan",
     "analysed_plan_json",
     "check_query_plan",
     "describe_spark_error",

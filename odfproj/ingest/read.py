@@ -278,12 +278,7 @@ def bad_csv_rows(
     for f in files:
         if len(found) >= limit:
             break
-        lines = (
-            spark.read.text(f)
-            .rdd.zipWithIndex()
-            .map(lambda pair: (pair[1] + 1, pair[0][0]))
-            .toDF("line long, value string")
-        )
+        lines = _numbered_lines(spark.read.text(f))
         parsed = lines.where(F.col("line") >= first_data_line).where(F.length(F.trim("value")) > 0)
         parsed = parsed.select(
             "line", "value", F.from_csv("value", schema.simpleString(), options).alias("r")
@@ -291,6 +286,33 @@ def bad_csv_rows(
         bad = parsed.where(F.col(f"r.{_BAD}").isNotNull()).orderBy("line").limit(limit - len(found)).collect()
         found.extend((f, row["line"], row["value"]) for row in bad)
     return found
+
+
+#: ``monotonically_increasing_id`` puts the partition index above these bits, the row's index below.
+_ROW_BITS = 33
+
+
+def _numbered_lines(text: DataFrame) -> DataFrame:
+    """``spark.read.text``'s rows as ``(line, value)``, ``line`` counting from 1 in file order.
+
+    DataFrame operations only (an RDD's ``zipWithIndex`` does not exist on Spark Connect): each row's
+    id holds its partition and its index in it; one small aggregate counts the rows per partition,
+    and a partition's first line number is the sum of the counts before it.
+    """
+    from pyspark.sql import functions as F
+
+    ided = text.select(F.monotonically_increasing_id().alias("id"), "value")
+    counts = ided.groupBy(F.shiftright("id", _ROW_BITS).alias("p")).count().orderBy("p").collect()
+    first, start = {}, 1
+    for row in counts:
+        first[row["p"]] = start
+        start += row["count"]
+    starts = F.create_map(*(F.lit(x) for pair in first.items() for x in pair)) if first else F.create_map()
+    partition = F.shiftright("id", _ROW_BITS)
+    row_in_partition = F.col("id").bitwiseAND(F.lit((1 << _ROW_BITS) - 1))
+    return ided.select(
+        (starts[partition] + row_in_partition).cast("long").alias("line"), F.col("value").cast("string")
+    )
 
 
 def describe_bad_rows(spark: SparkSession, step: model.ReadStep, files: Sequence[str]) -> str | None:

@@ -283,5 +283,5 @@ def query_mode(transform: model.TransformSql, result: DataFrame) -> QueryMode:
     """
     plan = analysed_plan_json(result)
     if plan is None:
-        return QueryMode(Mode.FULL, "a plan Spark cannot write as JSON")
+        return QueryMode(Mode.FULL, "a plan odfproj cannot read (not writable as JSON, or on Spark Connect)")
     return classify_plan(plan, [step.alias for step in translated_queries(transform)])

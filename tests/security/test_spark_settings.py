@@ -105,6 +105,7 @@ HOSTILE_MASTERS = [
     "mesos://127.0.0.1:5050",
     "local[2] --conf spark.jars=/tmp/evil.jar",
     "file:///etc/passwd",
+    "sc://127.0.0.1:15002/;token=secret",
 ]
 
 
