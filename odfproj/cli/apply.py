@@ -77,7 +77,7 @@ def apply(
             typer.echo("No changes. The workspace matches the plan.")
             return
         with graceful_interrupt(lambda: say(f"interrupted: finishing this dataset; {SECOND_PRESS}")) as stop:
-            result = apply_plan(plan, workspace, on_step=_report, cancel=stop)
+            result = apply_plan(plan, workspace, on_step=_report, on_rename=_report_rename, cancel=stop)
     typer.echo(result.summary())
     if result.not_applied:
         raise typer.Exit(130)
@@ -90,6 +90,10 @@ def _confirm() -> None:
     if not typer.confirm("Apply these changes?", default=False):
         typer.echo("Apply cancelled; nothing was changed.")
         raise typer.Exit(1)
+
+
+def _report_rename(old: str, new: str) -> None:
+    typer.echo(f"~ {old} -> {new}: renamed (same id, chain and data)")
 
 
 def _report(step: AppliedStep) -> None:

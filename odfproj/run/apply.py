@@ -121,11 +121,14 @@ def apply_plan(
     workspace: Workspace,
     *,
     on_step: Callable[[AppliedStep], None] | None = None,
+    on_rename: Callable[[str, str], None] | None = None,
     system_time: datetime | None = None,
     cancel: threading.Event | None = None,
 ) -> ApplyResult:
     """Apply ``plan`` to ``workspace``; the caller holds ``workspace.lock()``.
 
+    ``on_rename(old, new)`` and ``on_step`` are told of each rename and each definition step as it is
+    done, so a user watching a long apply sees progress in the order it happens.
     Once ``cancel`` is set no further dataset is touched; the result names the ones left.
     """
     check_plan(plan, workspace)
@@ -137,6 +140,8 @@ def apply_plan(
             return ApplyResult((), not_applied=left, renamed=tuple(renamed))
         _rename(rename, workspace)
         renamed.append((rename.source, rename.dataset))
+        if on_rename is not None:
+            on_rename(rename.source, rename.dataset)
     applied: list[AppliedStep] = []
     steps = [s for s in plan.definitions if s.action not in (Action.ORPHAN, Action.REFUSED)]
     for index, step in enumerate(steps):

@@ -149,6 +149,7 @@ def test_a_rename_across_commits_keeps_identity_chain_and_data(
     assert any(f.startswith("info/") and "index" in f for f in files), sorted(files)  # the state index
     code, out = odfproj("apply", "--auto-approve")
     assert code == 0, out
+    assert f"~ {ORDERS} -> {SALES}: renamed (same id, chain and data)" in out
     assert "Apply complete: 1 renamed, 0 created, 0 updated, 0 block(s) appended." in out
     moved = snapshot(repo.workspace.open(SALES).path)
     # Apply re-records where it left the chain, now under the new manifest (drift is judged from it).
