@@ -128,6 +128,20 @@ class Browser:
             raise AssertionError(f"{expression}: {result['exceptionDetails']}")
         return result["result"].get("value")
 
+    def settled(self, expression: str, expected: Any, timeout: float = 10) -> Any:
+        """The value of ``expression`` once it equals ``expected``, or its last value after ``timeout``.
+
+        A page reacts to a click or a new ``location.hash`` in event handlers that run after the
+        browser has queued them (``hashchange`` is a task of its own), so what a user sees a moment
+        later is asked again until it settles, instead of being read in the same instant.
+        """
+        deadline = time.monotonic() + timeout
+        value = self.evaluate(expression)
+        while value != expected and time.monotonic() < deadline:
+            time.sleep(0.05)
+            value = self.evaluate(expression)
+        return value
+
     def click(self, x: float, y: float) -> None:
         """A real mouse click at page coordinates (what a user does, not a synthetic DOM event)."""
         for kind in ("mousePressed", "mouseReleased"):

@@ -74,12 +74,14 @@ def test_clicking_a_node_of_the_graph_opens_that_dataset(browser: Browser, site:
     )
     browser.click(x, y)
     assert browser.evaluate("decodeURIComponent(location.hash)") == f"#ds-{REGIONS}"
-    shown = browser.evaluate(
-        "Array.from(document.querySelectorAll('main section.page')).filter(s => !s.hidden).map(s => s.id)"
+    shown = browser.settled(
+        "Array.from(document.querySelectorAll('main section.page')).filter(s => !s.hidden).map(s => s.id)",
+        [f"ds-{REGIONS}"],
     )
     assert shown == [f"ds-{REGIONS}"]
-    assert browser.evaluate(
-        f"document.querySelector('#lineage .node[data-name=\"{REGIONS}\"]').classList.contains('selected')"
+    assert browser.settled(
+        f"document.querySelector('#lineage .node[data-name=\"{REGIONS}\"]').classList.contains('selected')",
+        True,
     )
     screenshot(browser, tmp_path, "regions")
     assert browser.errors() == []
