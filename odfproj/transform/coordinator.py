@@ -64,6 +64,9 @@ class TransformOutcome:
     #: records joined with the other inputs' states), ``full`` (recompute and diff), or ``""`` when no
     #: query ran.
     mode: str = ""
+    #: Why an incremental mode ran in full this time (``input d on the optional side of an outer join has
+    #: new records``), or ``""``; the reason ends with it too.
+    why_full: str = ""
 
 
 @dataclass(frozen=True)
@@ -216,10 +219,13 @@ def update_derivative(
             records=written.count,
             schema=written.schema,
         )
+    why_full = why_full or ""
     note = f" (full: {why_full})" if why_full else ""
     if written.count:
-        return TransformOutcome(written.count, True, f"appended {written.count} records{note}", mode)
-    return TransformOutcome(0, True, f"inputs consumed, the result did not change{note}", mode)
+        return TransformOutcome(
+            written.count, True, f"appended {written.count} records{note}", mode, why_full
+        )
+    return TransformOutcome(0, True, f"inputs consumed, the result did not change{note}", mode, why_full)
 
 
 def _input_vocabs(slices: list[InputSlice]) -> dict[str, Vocab]:
