@@ -16,7 +16,8 @@
    plus a SetDataSchema before the first data and whenever the query added columns
    (:func:`odfproj.storage.data_commit.commit_data`, the commit ingest uses too).
 
-See docs/design/transforms.md for why the whole state is recomputed (batch independence).
+See docs/design/transforms.md for why the whole state is recomputed (batch independence), and why the
+incremental paths write the same blocks.
 """
 
 from __future__ import annotations

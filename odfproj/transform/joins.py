@@ -124,9 +124,11 @@ def join_delta(engine: SparkEngine, transform: model.TransformSql, inputs: Seque
 
 
 def _union(frames: list[DataFrame]) -> DataFrame:
+    """The terms' rows together: by position, as every term is the same query (its output may even
+    repeat a column name, which ``check_result`` then refuses with the query's own error)."""
     result = frames[0]
     for frame in frames[1:]:
-        result = result.unionByName(frame)
+        result = result.union(frame)
     return result
 
 
