@@ -15,8 +15,9 @@ full refresh at the large size. Data is written with numpy/pyarrow and committed
 (no ingest), the derivatives run through ``update_derivative`` on one local Spark session.
 
 Usage: ``.venv/bin/python bench/bench_incremental.py [--rows N] [--growth G] [--update F] [--rounds R]
-[--only NAME,...]`` (defaults: 100,000 rows grown 10x, 0.1% updates, 2 rounds, every derivative; the issue's
-sizes are ``--rows 1000000``; ``--only joined`` measures one derivative and skips the others' work).
+[--only NAME,...] [--normal-only]`` (defaults: 100,000 rows grown 10x, 0.1% updates, 2 rounds, every
+derivative; the issue's sizes are ``--rows 1000000``; ``--only joined`` measures one derivative and skips the
+others' work; ``--normal-only`` skips the full refreshes, which take minutes at 10M rows).
 """
 
 from __future__ import annotations
