@@ -486,6 +486,8 @@ def _run_step(
             )
             blocks = _blocks_since(workspace, name, head_before)
             note = (outcome.reason or "up to date") if blocks == 0 else ""
+            if blocks and outcome.why_full:  # an incremental mode that had to recompute: say why
+                note = f"full: {outcome.why_full}"
             result = DatasetRun(
                 name, work, Status.SUCCESS, records_added=outcome.records, blocks_added=blocks, message=note
             )

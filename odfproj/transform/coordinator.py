@@ -9,13 +9,15 @@
 3. does nothing (no Spark work) when no input has new records and the transform is unchanged; commits
    a data-less ExecuteTransform when only the inputs' watermarks moved;
 4. otherwise, for a stateless query under an unchanged SetTransform, runs it over the inputs' new
-   records only (:mod:`odfproj.transform.incremental`); for any other query (or ``full_refresh``)
+   records only (:mod:`odfproj.transform.incremental`), for a join query over the new records and the
+   other inputs' states (:mod:`odfproj.transform.joins`); for any other query (or ``full_refresh``)
    recomputes it over the inputs' full current states and diffs it with the derivative's own current
    state (:mod:`odfproj.transform.execute`); either way commits the difference as one data slice,
    plus a SetDataSchema before the first data and whenever the query added columns
    (:func:`odfproj.storage.data_commit.commit_data`, the commit ingest uses too).
 
-See docs/design/transforms.md for why the whole state is recomputed (batch independence).
+See docs/design/transforms.md for why the whole state is recomputed (batch independence), and why the
+incremental paths write the same blocks.
 """
 
 from __future__ import annotations
@@ -39,9 +41,12 @@ from odfproj.transform.errors import TransformError
 from odfproj.transform.execute import compute_changes, write_changes
 from odfproj.transform.incremental import stateless_changes
 from odfproj.transform.inputs import resolve_inputs
+from odfproj.transform.joins import JoinInput, join_changes
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from collections.abc import Callable
+
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["InputSlice", "TransformOutcome", "plan_inputs", "update_derivative"]
 
@@ -56,9 +61,13 @@ class TransformOutcome:
     committed: bool
     #: Why, in a few words, for run reports.
     reason: str
-    #: How the records were computed: ``stateless`` (the inputs' new records only), ``full``
-    #: (recompute and diff), or ``""`` when no query ran.
+    #: How the records were computed: ``stateless`` (the inputs' new records only), ``join`` (the new
+    #: records joined with the other inputs' states), ``full`` (recompute and diff), or ``""`` when no
+    #: query ran.
     mode: str = ""
+    #: Why an incremental mode ran in full this time (``input d on the optional side of an outer join has
+    #: new records``), or ``""``; the reason ends with it too.
+    why_full: str = ""
 
 
 @dataclass(frozen=True)
@@ -194,12 +203,13 @@ def update_derivative(
         path = Path(scratch) / "data.parquet"
         with translating_errors(f"transform of {name}"):
             vocab = Vocab.of(p.set_vocab)
-            changes = None
+            changes, mode, why_full = None, "full", None
             if not (full_refresh or changed):
-                changes = _stateless_changes(engine, transform, p, slices, name)
-            mode = "stateless" if changes is not None else "full"
+                changes, mode = _stateless_changes(engine, transform, p, slices, name), "stateless"
+                if changes is None:
+                    (changes, why_full), mode = _join_changes(engine, transform, p, slices, name), "join"
             if changes is None:
-                changes = _full_changes(engine, transform, dataset, p, slices, name)
+                changes, mode = _full_changes(engine, transform, dataset, p, slices, name), "full"
             written = write_changes(changes, next_offset(p), system_time, path, p.arrow_schema, vocab)
         commit_data(
             dataset,
@@ -210,9 +220,13 @@ def update_derivative(
             records=written.count,
             schema=written.schema,
         )
+    why_full = why_full or ""
+    note = f" (full: {why_full})" if why_full else ""
     if written.count:
-        return TransformOutcome(written.count, True, f"appended {written.count} records", mode)
-    return TransformOutcome(0, True, "inputs consumed, the result did not change", mode)
+        return TransformOutcome(
+            written.count, True, f"appended {written.count} records{note}", mode, why_full
+        )
+    return TransformOutcome(0, True, f"inputs consumed, the result did not change{note}", mode, why_full)
 
 
 def _input_vocabs(slices: list[InputSlice]) -> dict[str, Vocab]:
@@ -249,6 +263,14 @@ def _full_changes(
     )
 
 
+def _new_records(session: SparkSession, s: InputSlice) -> DataFrame:
+    """The input's records after the consumed offset (an empty frame when it has none)."""
+    view = changelog_between(
+        s.dataset, s.projection.head, s.query_input.prev_offset, s.projection.last_offset
+    )
+    return read_changelog_frame(session, view)
+
+
 def _stateless_changes(
     engine: SparkEngine,
     transform: model.TransformSql,
@@ -263,15 +285,7 @@ def _stateless_changes(
     """
     if not p.has_data or p.arrow_schema is None:
         return None
-    new_records = {
-        s.alias: read_changelog_frame(
-            engine.session,
-            changelog_between(
-                s.dataset, s.projection.head, s.query_input.prev_offset, s.projection.last_offset
-            ),
-        )
-        for s in slices
-    }
+    new_records = {s.alias: _new_records(engine.session, s) for s in slices}
     return stateless_changes(
         engine,
         transform,
@@ -280,4 +294,35 @@ def _stateless_changes(
         where=f"dataset {name}",
         vocab=Vocab.of(p.set_vocab),
         input_vocabs=_input_vocabs(slices),
+    )
+
+
+def _join_changes(
+    engine: SparkEngine,
+    transform: model.TransformSql,
+    p: ChainProjection,
+    slices: list[InputSlice],
+    name: str,
+) -> tuple[DataFrame | None, str | None]:
+    """The join path (:mod:`odfproj.transform.joins`): ``None`` and, for a join it cannot take, why."""
+    if not p.has_data or p.arrow_schema is None:
+        return None, None
+    session = engine.session
+
+    def as_of(s: InputSlice, offset: int | None) -> Callable[[], DataFrame]:
+        # Under the input's current schema, as the full path reads it: older files lack added columns.
+        return lambda: read_changelog_frame(session, changelog_as_of(s.dataset, s.projection.head, offset))
+
+    inputs = [
+        JoinInput(
+            s.alias,
+            Vocab.of(s.projection.set_vocab),
+            _new_records(session, s) if s.has_new_records else None,
+            before=as_of(s, s.query_input.prev_offset),
+            after=as_of(s, s.projection.last_offset),
+        )
+        for s in slices
+    ]
+    return join_changes(
+        engine, transform, inputs, p.arrow_schema, where=f"dataset {name}", vocab=Vocab.of(p.set_vocab)
     )

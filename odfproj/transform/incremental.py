@@ -34,7 +34,7 @@ from odfproj.transform.modes import query_mode
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["stateless_changes"]
+__all__ = ["signed_changes", "stateless_changes"]
 
 
 def _stored_columns(declared: pa.Schema, vocab: Vocab) -> pa.Schema:
@@ -68,8 +68,6 @@ def stateless_changes(
     derivative's data schema. Returns ``op`` and the stored columns (standard names), like
     :func:`odfproj.transform.execute.compute_changes`, or ``None`` when the full path must be taken.
     """
-    from pyspark.sql import functions as F
-
     vocab = vocab or Vocab()
     input_vocabs = input_vocabs or {}
     signed = {
@@ -79,6 +77,21 @@ def stateless_changes(
     if not query_mode(transform, added).is_stateless:
         return None
     withdrawn = engine.query({alias: parts[1] for alias, parts in signed.items()}, transform)
+    return signed_changes(added, withdrawn, declared, where=where, vocab=vocab)
+
+
+def signed_changes(
+    added: DataFrame, withdrawn: DataFrame, declared: pa.Schema, *, where: str, vocab: Vocab
+) -> DataFrame | None:
+    """``op`` + the stored columns from a query's rows added and withdrawn by an update: net per row.
+
+    The one ending of every incremental path (stateless, join): the counts in ``added`` minus those
+    in ``withdrawn`` go through the full path's :func:`net_changes`, so the records are the ones the
+    full recomputation writes. ``None`` when the query's output columns are not exactly the stored
+    ones (the full path re-appends every row then).
+    """
+    from pyspark.sql import functions as F
+
     added, withdrawn = check_result(added, where, vocab), check_result(withdrawn, where, vocab)
     stored = _stored_columns(declared, vocab)
     if (

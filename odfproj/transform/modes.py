@@ -7,9 +7,13 @@ A query's mode says which update rule keeps its result current (docs/design/tran
   records need processing;
 - ``grouped``: a ``GROUP BY`` aggregation (with its ``HAVING`` and a projection on top) over stateless
   pipelines;
-- ``join``: inner and left equi-joins of stateless pipelines, possibly under a grouped aggregation;
+- ``join``: inner, left and right equi-joins of stateless pipelines, each input on one side of every
+  join it is under (no self-join through one alias), so the query is linear in every input taken alone;
+  :attr:`QueryMode.fixed_inputs` names the inputs on the optional side of an outer join, in which it
+  is not linear;
 - ``full``: everything else (windows, ``DISTINCT``, non-equi joins, ``ORDER BY``/``LIMIT``, nested
-  aggregations, subqueries, set operations other than ``UNION ALL``): recompute and diff.
+  aggregations, aggregations over joins (until the grouped path takes a join's delta), self-joins,
+  subqueries, set operations other than ``UNION ALL``): recompute and diff.
 
 The classifier is a pure function over the analysed logical plan as ``toJSON`` writes it (a flat
 pre-order list of nodes, each with ``class`` and ``num-children``), so it is tested without a JVM on
@@ -55,6 +59,9 @@ class QueryMode:
     mode: Mode
     #: What forced ``full``, with its step when the transform has several (``window function in step 2``).
     construct: str | None = None
+    #: For ``join``: the inputs (aliases, lower case) on the optional side of an outer join. The result is
+    #: not linear in them, so an update in which one of them has new records takes the full path.
+    fixed_inputs: frozenset[str] = frozenset()
 
     def __str__(self) -> str:
         if self.construct is None:
@@ -64,6 +71,10 @@ class QueryMode:
     @property
     def is_stateless(self) -> bool:
         return self.mode is Mode.STATELESS
+
+    @property
+    def is_join(self) -> bool:
+        return self.mode is Mode.JOIN
 
 
 @dataclass(frozen=True)
@@ -135,9 +146,10 @@ _FULL = {
     "Repartition": "a repartition hint",
 }
 _EQUALITIES = frozenset({"EqualTo", "EqualNullSafe"})
-_JOIN_TYPES = {"Inner$": "inner", "LeftOuter$": "left"}
+#: Join types of the ``join`` mode, with the side (child index) whose rows may be padded with nulls:
+#: the result is linear in the other side only.
+_JOIN_TYPES: dict[str, int | None] = {"Inner$": None, "LeftOuter$": 1, "RightOuter$": 0}
 _OTHER_JOINS = {
-    "RightOuter$": "right join",
     "FullOuter$": "full outer join",
     "LeftSemi$": "semi join",
     "LeftAnti$": "anti join",
@@ -156,6 +168,10 @@ class _Classifier:
         self.steps = list(steps)
         self.aliases = {alias.lower(): i for i, alias in enumerate(self.steps, start=1) if alias}
         self.ctes: dict[str, _Node] = {}
+        #: The inputs met so far, once per reference (a join compares what each of its sides added).
+        self.seen: list[str] = []
+        #: Inputs on the optional side of an outer join (:attr:`QueryMode.fixed_inputs`).
+        self.fixed: set[str] = set()
 
     def where(self, step: int) -> str:
         return f" in step {step}" if len(self.steps) > 1 else ""
@@ -175,6 +191,8 @@ class _Classifier:
             name = _view_name(node)
             if name is not None and name.lower() in self.aliases and node.children:
                 return self.mode(node.children[0], self.aliases[name.lower()])
+            if name is not None:
+                self.seen.append(name.lower())
             return Mode.STATELESS  # an input: a leaf
         if kind == "WithCTE":
             for definition in node.children[:-1]:
@@ -200,21 +218,36 @@ class _Classifier:
             below = self.mode(node.children[0], step)
             if below is Mode.GROUPED:
                 raise self.full("nested aggregation", step)
-            return Mode.JOIN if below is Mode.JOIN else Mode.GROUPED
+            if below is Mode.JOIN:
+                raise self.full("aggregation over a join", step)
+            return Mode.GROUPED
         if kind == "Join":
             return self.join(node, step)
         raise self.full(f"{kind} (not known to be incremental)", step)
 
     def join(self, node: _Node, step: int, *, equi: bool = False) -> Mode:
-        """An inner or left join of stateless (or joined) sides with an equality among its conditions."""
+        """An inner, left or right join of stateless (or joined) sides with an equality among its conditions.
+
+        An input on both sides (a self-join, also through a step or a CTE read twice) makes the
+        result quadratic in it: no delta rule of one input at a time holds, so it is ``full``.
+        """
         join_type = _join_type(node)
         if join_type not in _JOIN_TYPES:
             raise self.full(_OTHER_JOINS.get(join_type, f"{join_type.removesuffix('$')} join"), step)
         if not (equi or _is_equi(node.fields.get("condition"))):
             raise self.full("join without an equality condition", step)
+        sides: list[set[str]] = []
         for child in node.children:
+            start = len(self.seen)
             if self.mode(child, step) not in (Mode.STATELESS, Mode.JOIN):
                 raise self.full("join of aggregations", step)
+            sides.append(set(self.seen[start:]))
+        both = sorted(set.intersection(*sides)) if sides else []
+        if both:
+            raise self.full(f"self-join of {', '.join(both)}", step)
+        optional = _JOIN_TYPES[join_type]
+        if optional is not None:
+            self.fixed |= sides[optional]
         return Mode.JOIN
 
 
@@ -261,7 +294,8 @@ def classify_plan(plan_json: str, steps: Sequence[str | None] = (None,)) -> Quer
         if not isinstance(nodes, list) or not nodes:
             return unreadable
         classifier = _Classifier(steps or (None,))
-        return QueryMode(classifier.mode(_tree(nodes), len(classifier.steps)))
+        mode = classifier.mode(_tree(nodes), len(classifier.steps))
+        return QueryMode(mode, fixed_inputs=frozenset(classifier.fixed) if mode is Mode.JOIN else frozenset())
     except _Full as e:
         return QueryMode(Mode.FULL, e.construct)
     except (ValueError, LookupError, TypeError, AttributeError):  # not the shape toJSON writes

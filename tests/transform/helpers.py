@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from hypothesis import HealthCheck, Phase, settings
 
 from odfproj.odf import model
 from odfproj.odf.arrow_schema import encode_arrow_schema
@@ -145,3 +146,14 @@ def current_rows(dataset: Dataset) -> list[tuple]:
     assert all(n >= 0 for n in counts.values()), f"{dataset.name}: a row was retracted more than added"
     rows = [key for key, n in counts.items() for _ in range(n)]
     return sorted(rows, key=repr)
+
+
+def spark_examples(count: int) -> settings:
+    """Hypothesis settings for a property test whose examples each run Spark jobs: ``count`` examples,
+    no deadline, no shrinking (each example costs a dozen jobs or more; a failure is reported as found)."""
+    return settings(
+        max_examples=count,
+        deadline=None,
+        phases=(Phase.explicit, Phase.reuse, Phase.generate),
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )

@@ -77,7 +77,36 @@ CASES: tuple[Case, ...] = (
             ("j", "SELECT a.event_time, a.k, b.v FROM a JOIN b ON a.k = b.k"),
             (None, "SELECT max(event_time) AS event_time, k, sum(v) AS total FROM j GROUP BY k"),
         ),
+        "full: aggregation over a join in step 2",
+    ),
+    (
+        "right-join",
+        ((None, "SELECT b.event_time, a.k, b.v FROM a RIGHT JOIN b ON a.k = b.k"),),
         "join",
+    ),
+    (
+        "join-of-a-union",
+        (
+            (
+                None,
+                "SELECT a.event_time, a.k, u.v FROM a JOIN "
+                "(SELECT k, v FROM b UNION ALL SELECT k, v + 1 AS v FROM b) u ON a.k = u.k",
+            ),
+        ),
+        "join",
+    ),
+    (
+        "self-join",
+        ((None, "SELECT x.event_time, x.k, y.v FROM a x JOIN a y ON x.k = y.k"),),
+        "full: self-join of a",
+    ),
+    (
+        "self-join-through-a-step",
+        (
+            ("s1", "SELECT event_time, k, v FROM a WHERE v > 1"),
+            (None, "SELECT s1.event_time, s1.k, b.v FROM s1 JOIN b ON s1.k = b.k JOIN a ON a.k = b.k"),
+        ),
+        "full: self-join of a in step 2",
     ),
     (
         "window-step-2",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from odfproj.storage.workspace import Workspace
@@ -25,6 +25,7 @@ from tests.transform.helpers import (
     hours,
     read_records,
     schema_with,
+    spark_examples,
 )
 
 pytestmark = pytest.mark.spark
@@ -158,13 +159,7 @@ def changes(draw) -> tuple[list[tuple], list[int]]:
     return [r for g in groups for r in g], [len(b) for b in batches]
 
 
-# No shrinking: each example costs a dozen Spark jobs; a failure is reported as found.
-@settings(
-    max_examples=3,
-    deadline=None,
-    phases=(Phase.explicit, Phase.reuse, Phase.generate),
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@spark_examples(3)
 @given(drawn=changes())
 def test_random_batches_give_full_and_one_batch_results(tmp_path_factory, engine, drawn) -> None:
     """Hypothesis: stateless in random batches == full refresh block for block == one batch's state."""

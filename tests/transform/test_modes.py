@@ -59,3 +59,15 @@ def test_a_truncated_or_empty_plan_is_full() -> None:
     assert classify_plan("[]") == unreadable
     assert classify_plan(json.dumps([_node("Project", 1)])) == unreadable  # its child is missing
     assert classify_plan("not json") == unreadable
+
+
+@pytest.mark.parametrize(
+    ("name", "fixed"),
+    [("inner-join", set()), ("left-join", {"b"}), ("right-join", {"a"}), ("join-of-a-union", set())],
+)
+def test_a_join_names_the_inputs_it_is_not_linear_in(name, fixed) -> None:
+    """The optional side of an outer join: an update in which it changed takes the full path."""
+    steps = next(c[1] for c in CASES if c[0] == name)
+    mode = classify_plan(json.dumps(PLANS[name]), [alias for alias, _ in steps])
+    assert mode.is_join
+    assert mode.fixed_inputs == frozenset(fixed)

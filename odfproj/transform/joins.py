@@ -1,0 +1,153 @@
+"""The join path: a derivative update over its inputs' new records and, where a join needs them, the
+other inputs' states; never the derivative's own records.
+
+A ``join`` query (:mod:`odfproj.transform.modes`: inner, left and right equi-joins of stateless
+pipelines, no input on both sides of a join) is *linear in each input taken alone*: with the other
+inputs fixed, every row of the input contributes its output rows independently of its other rows.
+(A left join is linear in its preserved side only: whether a left row is padded with nulls depends on
+the whole right side, so the right side's inputs are the mode's ``fixed_inputs``.) For inputs
+``A_1..A_n`` that change by signed multisets ``dA_i`` the difference telescopes::
+
+    Q(A_1', ..., A_n') - Q(A_1, ..., A_n)
+        = sum over i of  Q(A_1', ..., A_{i-1}', dA_i, A_{i+1}, ..., A_n)
+
+(primes: the states after the new records). A term whose input did not change is zero, so only the
+inputs with new records run one; when only the fact table grows, the update is ``Q(d events, dims)``
+and reads the events' new records and the dimension's state, never the events' history. Each
+``dA_i`` runs as two queries, over the rows it adds and the rows it withdraws (as the stateless path
+does), and the two multisets end in the same :func:`odfproj.transform.incremental.signed_changes` as
+every incremental path: the block is the full path's, record for record, so ``verify --reproduce``
+reproduces it and the result does not depend on how the inputs' records were split into blocks.
+
+:func:`join_delta` returns the signed rows (added, withdrawn) before netting, so a grouped
+aggregation over a join can consume them; :func:`join_changes` nets them into records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from odfproj.engine.spark import SparkEngine
+from odfproj.odf import model
+from odfproj.odf.data_schema import Vocab
+from odfproj.state.projections import query_state, signed_states
+from odfproj.transform.incremental import signed_changes
+from odfproj.transform.modes import query_mode
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["JoinDelta", "JoinInput", "SignedRows", "join_changes", "join_delta"]
+
+
+@dataclass(frozen=True)
+class JoinInput:
+    """One input of a join query: its new records, and its changelog before and after them, read on demand.
+
+    ``before``/``after`` build (lazily) the input's changelog up to the consumed offset and up to the
+    new one, its files' column names, under its current data schema. They are only called for a term
+    that needs that input's whole state: the inputs that did not change, and the other changed ones.
+    """
+
+    alias: str
+    vocab: Vocab
+    #: The records after the consumed offset (its files' column names); ``None``: no new records.
+    new_records: DataFrame | None
+    before: Callable[[], DataFrame]
+    after: Callable[[], DataFrame]
+
+
+@dataclass(frozen=True)
+class SignedRows:
+    """A query's change as two multisets of its output rows: the rows it gains and the rows it loses."""
+
+    added: DataFrame
+    withdrawn: DataFrame
+
+
+@dataclass(frozen=True)
+class JoinDelta:
+    """What :func:`join_delta` found: the signed rows, or why the full path must run (``rows`` None).
+
+    ``why_full`` is ``None`` when the query is not a join at all (another path decides), a few words
+    for the run's report when it is one whose update cannot be incremental this time.
+    """
+
+    rows: SignedRows | None
+    why_full: str | None = None
+
+
+def _other_states(inputs: Sequence[JoinInput], term: int, changed: Sequence[int]) -> dict[str, DataFrame]:
+    """What the term of input ``term`` sees of every other input: the state after the new records for
+    the changed inputs before it, before them for those after it, the one state for unchanged inputs."""
+    return {
+        source.alias: query_state(
+            source.after() if position not in changed or position < term else source.before(), source.vocab
+        )
+        for position, source in enumerate(inputs)
+        if position != term
+    }
+
+
+def join_delta(engine: SparkEngine, transform: model.TransformSql, inputs: Sequence[JoinInput]) -> JoinDelta:
+    """The rows a ``join`` query's result gains and loses from its inputs' new records (the module's rule).
+
+    ``JoinDelta(None)`` when the query is not ``join``; ``JoinDelta(None, why)`` when an input with new
+    records is one the query is not linear in (the optional side of an outer join). Lazy: nothing runs.
+    """
+    changed = [i for i, source in enumerate(inputs) if source.new_records is not None]
+    added: list[DataFrame] = []
+    withdrawn: list[DataFrame] = []
+    for term in changed:
+        source = inputs[term]
+        assert source.new_records is not None
+        plus, minus = signed_states(source.new_records, source.vocab)
+        others = _other_states(inputs, term, changed)
+        gained = engine.query({**others, source.alias: plus}, transform)
+        if not added:  # the first term's plan is the query's plan over these inputs: classify it
+            mode = query_mode(transform, gained)
+            if not mode.is_join:
+                return JoinDelta(None)
+            fixed = sorted(inputs[i].alias for i in changed if inputs[i].alias.lower() in mode.fixed_inputs)
+            if fixed:
+                why = f"input {', '.join(fixed)} on the optional side of an outer join has new records"
+                return JoinDelta(None, why)
+        added.append(gained)
+        withdrawn.append(engine.query({**others, source.alias: minus}, transform))
+    if not added:
+        return JoinDelta(None)
+    return JoinDelta(SignedRows(_union(added), _union(withdrawn)))
+
+
+def _union(frames: list[DataFrame]) -> DataFrame:
+    """The terms' rows together: by position, as every term is the same query (its output may even
+    repeat a column name, which ``check_result`` then refuses with the query's own error)."""
+    result = frames[0]
+    for frame in frames[1:]:
+        result = result.union(frame)
+    return result
+
+
+def join_changes(
+    engine: SparkEngine,
+    transform: model.TransformSql,
+    inputs: Sequence[JoinInput],
+    declared: pa.Schema,
+    *,
+    where: str,
+    vocab: Vocab | None = None,
+) -> tuple[DataFrame | None, str | None]:
+    """The records that bring a ``join`` derivative up to date (``op`` + stored columns), or ``None``
+    and why the full path must run (``None`` too when another path decides: not a join query, or
+    output columns other than the stored ones)."""
+    delta = join_delta(engine, transform, inputs)
+    if delta.rows is None:
+        return None, delta.why_full
+    changes = signed_changes(
+        delta.rows.added, delta.rows.withdrawn, declared, where=where, vocab=vocab or Vocab()
+    )
+    return changes, None
