@@ -50,7 +50,7 @@ def sql(
         raise OdfprojError("sql: the query is empty")
     moment = as_at_time(as_at)
     opened = resolve_workspace(workspace, project)
-    engine = project_engine(project, workspace, verbose=state.verbose)
+    engine = project_engine(project, workspace, verbose=state.verbose, warm=state.warm)
     with stopped_after(engine.holder):  # Ctrl-C: nothing to finish, the query is read-only
         table = run_sql(engine, opened, text, as_at=moment, limit=limit or None)
     print_table(table, output_format)

@@ -1,0 +1,95 @@
+"""The plan's query checks on the warm engine, and the server process that answers them.
+
+``plan`` (and ``apply`` re-planning) checks a changed query in the analysis sandbox: a local JVM with
+fixed, locked-down settings, started for that one command. With the warm engine, the same checks run in
+the warm server's JVM instead (``engine.warm``): :class:`WarmChecks` sends each one there and the server
+runs :class:`~odfproj.transform.validate.EngineChecks` itself, on its classic session with the sandbox's
+settings (``engine.settings.analysis_settings``: nothing from the project, no master, no ``spark_conf``).
+The checks, the schema and the execution mode are therefore the ones a cold plan finds, by construction.
+
+This module is also the server's entry point (``python -m odfproj.transform.warm_checks serve DIR
+IDLE``): it is the lowest layer that knows every check the server answers.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from odfproj.engine.session import SparkSessionHolder
+from odfproj.engine.settings import analysis_settings
+from odfproj.engine.spark import CHECK_QUERY, SparkEngine, check_in_sandbox
+from odfproj.engine.warm import Handler, WarmSessionHolder, call, serve_main
+from odfproj.odf import model
+from odfproj.odf.data_schema import Vocab
+from odfproj.transform.modes import CheckedQuery
+from odfproj.transform.validate import EngineChecks
+
+__all__ = ["ENTRY", "WarmChecks", "handlers"]
+
+#: The module the warm server runs (``WarmEngine(entry=ENTRY)``).
+ENTRY = "odfproj.transform.warm_checks"
+
+_DERIVATIVE = "check_derivative"
+_SOURCE = "check_source"
+
+
+@dataclass(frozen=True)
+class WarmChecks:
+    """A ``plan.queries.QueryChecker`` whose checks run in the warm server; it is found (or started) on
+    the first check, so a plan without a changed query starts nothing."""
+
+    holder: WarmSessionHolder
+
+    def __call__(
+        self,
+        dataset: str,
+        transform: model.Transform,
+        inputs: Mapping[str, pa.Schema],
+        vocab: Vocab | None = None,
+    ) -> CheckedQuery:
+        return call(self.holder.server(), _DERIVATIVE, dataset, transform, dict(inputs), vocab)
+
+    def source_schema(
+        self,
+        dataset: str,
+        source: model.SetPollingSource | model.AddPushSource,
+        vocab: model.SetVocab | None,
+    ) -> pa.Schema | None:
+        return call(self.holder.server(), _SOURCE, dataset, source, vocab)
+
+
+def _sandbox_checks(session: object) -> EngineChecks:
+    """The checks a cold plan makes, on the server's session with the analysis sandbox's settings."""
+    return EngineChecks(SparkEngine(SparkSessionHolder(analysis_settings(), session)))  # type: ignore[arg-type]
+
+
+def _check_derivative(
+    session: object,
+    dataset: str,
+    transform: model.Transform,
+    inputs: Mapping[str, pa.Schema],
+    vocab: Vocab | None,
+) -> CheckedQuery:
+    return _sandbox_checks(session)(dataset, transform, inputs, vocab)
+
+
+def _check_source(
+    session: object,
+    dataset: str,
+    source: model.SetPollingSource | model.AddPushSource,
+    vocab: model.SetVocab | None,
+) -> pa.Schema | None:
+    return _sandbox_checks(session).source_schema(dataset, source, vocab)
+
+
+def handlers() -> dict[str, Handler]:
+    """Every request the warm server answers besides ``ping`` and ``stop``."""
+    return {CHECK_QUERY: check_in_sandbox, _DERIVATIVE: _check_derivative, _SOURCE: _check_source}
+
+
+if __name__ == "__main__":
+    sys.exit(serve_main(sys.argv[1:], handlers()))

@@ -1,0 +1,293 @@
+"""The warm engine (engine/warm.py): one real server on 127.0.0.1 for the module, and its bookkeeping.
+
+The server is started once, by two leases racing over a stale record (as two commands would), kept up
+by those leases while the tests use it, and its last test lets it stop by itself once idle. What runs on
+it is compared with the cold path on the shared session: the plan's checks in-process (over the server's
+socket, no Connect client in this process) and ``odfproj sql`` as a user runs it, in a subprocess (a
+Connect client marks its whole process as one, which the rest of the suite must not inherit).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from odfproj.cli import options as options_cmd
+from odfproj.engine.errors import InvalidQueryError
+from odfproj.engine.session import SparkSessionHolder, SparkSettings
+from odfproj.engine.settings import analysis_settings
+from odfproj.engine.warm import (
+    DIR_ENV,
+    IDLE_ENV,
+    STATE_FILE,
+    SWITCH_ENV,
+    ServerInfo,
+    WarmEngine,
+    WarmSessionHolder,
+    engine_dir,
+    idle_timeout,
+    warm_choice,
+    warm_eligible,
+)
+from odfproj.errors import EngineError
+from odfproj.odf import model
+from odfproj.plan.sources import PlanRequest
+from odfproj.project.config import load_project
+from odfproj.run.run import run_project
+from odfproj.state.views import run_sql
+from odfproj.storage.workspace import Workspace
+from odfproj.transform.validate import query_checker
+from odfproj.transform.warm_checks import ENTRY, WarmChecks
+from tests.cli_inprocess import run_main_split
+from tests.spark_helpers import RecordingHolder
+from tests.state.test_views import PRICES, T1, TOTALS
+from tests.transform.helpers import schema_with
+from tests.transform.mode_cases import CASES
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: Short, so that the last test sees the server stop by itself; the leases below keep it up until then.
+IDLE_S = 6.0
+
+
+# --- choosing it: no server needed ------------------------------------------------------------------------
+
+
+def test_it_is_on_by_default_and_off_where_ci_is_set_unless_asked_for() -> None:
+    assert warm_choice(None, {}).enabled
+    assert not warm_choice(None, {"CI": "true"}).enabled
+    assert warm_choice(None, {"CI": "true", SWITCH_ENV: "on"}).enabled
+    assert not warm_choice(None, {SWITCH_ENV: "off"}).enabled
+    assert warm_choice(True, {"CI": "1", SWITCH_ENV: "off"}).enabled  # the flag decides
+    assert not warm_choice(False, {}).enabled
+    with pytest.raises(EngineError, match=r"ODFPROJ_WARM_ENGINE='maybe': expected on or off"):
+        warm_choice(None, {SWITCH_ENV: "maybe"})
+    with pytest.raises(EngineError, match=r"ODFPROJ_WARM_IDLE='soon'"):
+        idle_timeout({IDLE_ENV: "soon"})
+    assert idle_timeout({IDLE_ENV: "30"}) == 30.0
+
+
+def test_under_ci_a_command_gets_a_jvm_of_its_own(monkeypatch) -> None:
+    monkeypatch.delenv(SWITCH_ENV, raising=False)
+    monkeypatch.setenv("CI", "true")
+    assert type(options_cmd.session_holder(SparkSettings(master="local[2]"))) is SparkSessionHolder
+    monkeypatch.setenv(SWITCH_ENV, "on")
+    assert isinstance(options_cmd.session_holder(SparkSettings(master="local[2]")), WarmSessionHolder)
+
+
+def test_only_a_local_target_without_jvm_settings_runs_warm() -> None:
+    assert warm_eligible(SparkSettings(master="local[*]", conf={"spark.sql.shuffle.partitions": "8"}))
+    assert not warm_eligible(SparkSettings(master="local[*]", conf={"spark.driver.memory": "8g"}))
+    assert not warm_eligible(SparkSettings(master="spark://10.0.0.5:7077"))
+    assert not warm_eligible(SparkSettings(master="sc://spark.internal:15002"))
+
+
+def test_the_folder_is_one_per_installation_unless_named(tmp_path) -> None:
+    assert engine_dir({DIR_ENV: str(tmp_path)}) == tmp_path
+    cached = engine_dir({"XDG_CACHE_HOME": str(tmp_path)})
+    assert cached.parent == tmp_path / "odfproj" / "engine" and len(cached.name) == 12
+
+
+def test_a_stale_record_is_removed_and_a_stranger_is_never_signalled(tmp_path) -> None:
+    engine = WarmEngine(tmp_path, entry=ENTRY)
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:  # a live process that took a dead server's pid, and does not answer on the socket
+        record = ServerInfo(stranger.pid, 1, "t", str(tmp_path / "rpc.sock"), 0.0, 1.0)
+        (tmp_path / STATE_FILE).write_text(record.to_json())
+        assert engine.status() is None
+        assert not (tmp_path / STATE_FILE).exists()
+        assert stranger.poll() is None
+    finally:
+        stranger.kill()
+        stranger.wait()
+    (tmp_path / STATE_FILE).write_text('{"pid": 12')  # half a record, from a crash
+    assert engine.status() is None and not (tmp_path / STATE_FILE).exists()
+    assert engine.stop() is None
+
+
+def test_engine_status_without_a_server(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv(DIR_ENV, str(tmp_path))
+    code, out, err = run_main_split("--cold", "engine", "status")
+    assert code == 0, err
+    assert out == f"not running (folder {tmp_path})\ncommands use it: no (--cold)\n"
+
+
+# --- a real server ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Warm:
+    engine: WarmEngine
+    leased: list[ServerInfo]
+    stale_pid: int
+    leases: ExitStack
+
+
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("warm-engine")
+    ended = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    stale_pid = int(ended.stdout)
+    stale = ServerInfo(stale_pid, 1, "stale", str(directory / "rpc.sock"), 0.0, 1.0)
+    (directory / STATE_FILE).write_text(stale.to_json())
+    engine = WarmEngine(directory, entry=ENTRY, idle=IDLE_S)
+    leases = ExitStack()
+    lock = threading.Lock()
+    barrier = threading.Barrier(2)
+
+    def lease(_: int) -> ServerInfo:
+        barrier.wait()  # two commands at once
+        context = engine.lease()
+        info = context.__enter__()
+        with lock:
+            leases.push(context.__exit__)
+        return info
+
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            leased = list(pool.map(lease, range(2)))
+        yield Warm(engine, leased, stale_pid, leases)
+    finally:
+        leases.close()
+        engine.stop()
+
+
+def test_two_commands_at_once_start_one_server_over_a_stale_record(warm) -> None:
+    first, second = warm.leased
+    assert first == second and first.pid != warm.stale_pid
+    status = warm.engine.status()
+    assert status is not None and status.info == first and status.in_use
+    assert stat.S_IMODE(warm.engine.directory.stat().st_mode) == 0o700
+    assert stat.S_IMODE((warm.engine.directory / STATE_FILE).stat().st_mode) == 0o600
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """The local addresses of sockets listening on ``port`` (``/proc/net/tcp*``, hex as the kernel writes)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, _, hex_port = local.rpartition(":")
+            if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                found.add(address)
+    return found
+
+
+def test_it_listens_on_loopback_only_and_refuses_a_client_without_its_token(warm) -> None:
+    port = warm.leased[0].port
+    # 127.0.0.1 as IPv4, or as the IPv4-mapped IPv6 address Java binds
+    assert _listening_addresses(port) <= {"0100007F", "0000000000000000FFFF00000100007F"}
+    assert _listening_addresses(port)
+    client = (
+        "from pyspark.sql.connect.session import SparkSession\n"
+        f"SparkSession.builder.remote('sc://127.0.0.1:{port}').create().sql('SELECT 1').collect()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_")}
+    refused = subprocess.run(
+        [sys.executable, "-c", client], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert refused.returncode != 0 and "UNAUTHENTICATED" in refused.stderr
+
+
+INPUT = schema_with(("k", pa.string()), ("v", pa.int64()))
+
+
+def test_the_plans_checks_on_it_equal_the_cold_ones(warm, engine) -> None:
+    holder = WarmSessionHolder(analysis_settings(), warm.engine)
+    warm_checks, cold_checks = WarmChecks(holder), query_checker(engine)
+    try:
+        for name, steps, _ in CASES:  # every execution mode, with its schema
+            transform = model.TransformSql(
+                engine="spark", queries=tuple(model.SqlQueryStep(query=q, alias=a) for a, q in steps)
+            )
+            inputs = {"a": INPUT, "b": INPUT}
+            assert warm_checks(name, transform, inputs) == cold_checks(name, transform, inputs), name
+        for query in ("SELECT nope FROM a", "SELECT event_time, rand() AS r FROM a", "DROP TABLE a"):
+            transform = model.TransformSql(engine="spark", query=query)
+            with pytest.raises(InvalidQueryError) as cold:
+                cold_checks("bad", transform, {"a": INPUT})
+            with pytest.raises(InvalidQueryError) as hot:
+                warm_checks("bad", transform, {"a": INPUT})
+            assert str(hot.value) == str(cold.value)
+        assert holder.server().pid == warm.leased[0].pid  # the same server, not a new one
+    finally:
+        holder.stop()
+
+
+@pytest.fixture(scope="module")
+def prices(spark, tmp_path_factory) -> Path:
+    """A project whose ``prices`` and ``price.totals`` were run on the shared session (cold)."""
+    root = tmp_path_factory.mktemp("warm-sql") / "proj"
+    (root / "datasets").mkdir(parents=True)
+    (root / "data").mkdir()
+    (root / "odfproj.yaml").write_text("name: warm\n")
+    (root / "datasets" / "prices.yaml").write_text(PRICES)
+    (root / "datasets" / "price.totals.yaml").write_text(TOTALS)
+    (root / "data" / "1.csv").write_text("id,item,price\n1,tea,2.0\n2,milk,1.5\n3,bread,3.0\n")
+    assert run_project(load_project(root), PlanRequest(), holder=RecordingHolder(spark), system_time=T1).ok
+    return root
+
+
+def _warm_sql(warm: Warm, root: Path, query: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_") and k != SWITCH_ENV}
+    env[DIR_ENV] = str(warm.engine.directory)
+    command = [sys.executable, "-m", "odfproj", "--warm", "sql", "--format", "json", query]
+    return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_sql_on_it_equals_a_cold_run(warm, engine, prices) -> None:
+    query = "SELECT p.item, p.price, t.total FROM `prices` p CROSS JOIN `price.totals` t ORDER BY p.item"
+    hot = _warm_sql(warm, prices, query)
+    assert hot.returncode == 0, hot.stderr
+    cold = run_sql(engine, Workspace(load_project(prices).workspace()), query)
+    assert [json.loads(line) for line in hot.stdout.splitlines()] == cold.to_pylist()
+    refused = _warm_sql(warm, prices, "SELECT item, rand() FROM `prices`")
+    assert refused.returncode == 1
+    assert (
+        refused.stderr.startswith("error: query: function rand is not allowed")
+        and refused.stderr.count("\n") == 1
+    )
+    status = warm.engine.status()
+    assert status is not None and status.info.pid == warm.leased[0].pid
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                kids.append(int(entry.name))
+    return kids
+
+
+def test_last_it_stops_by_itself_once_idle_and_unused(warm) -> None:
+    pid = warm.leased[0].pid
+    jvms = _children(pid)
+    assert jvms, "the server's JVM is its child"
+    warm.leases.close()  # the commands end
+    deadline = time.monotonic() + IDLE_S + 60
+    while time.monotonic() < deadline and (warm.engine.directory / STATE_FILE).exists():
+        time.sleep(0.5)
+    assert not (warm.engine.directory / STATE_FILE).exists()
+    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in [pid, *jvms]):
+        time.sleep(0.5)
+    assert not any(Path(f"/proc/{p}").exists() for p in [pid, *jvms]), "nothing is left behind"
+    assert "stopping: idle for 6 s" in (warm.engine.directory / "server.log").read_text()
