@@ -471,14 +471,19 @@ def _end_group(pid: int) -> None:
 
 
 def _last_line(log: Path) -> str:
-    with contextlib.suppress(OSError):
-        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
-        for line in reversed(lines):
-            if "Error" in line or "error" in line:
-                return line.strip()
-        if lines:
-            return lines[-1].strip()
-    return "no output"
+    try:
+        return _last_line_of(log.read_text(errors="replace"))
+    except OSError:
+        return "no output"
+
+
+def _last_line_of(text: str) -> str:
+    """The last line of ``text`` that names an error, else its last line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if "error" in line.lower():
+            return line
+    return lines[-1] if lines else "no output"
 
 
 # --- the socket's messages ---------------------------------------------------------------------------------
@@ -546,12 +551,70 @@ def connect_port(session: SparkSession) -> int:
     return int(service.localPort())
 
 
-def serve(directory: Path, idle: float, handlers: Mapping[str, Handler]) -> int:
+#: What a Connect client does once before the server is announced (``python -c``, URL and folder as
+#: arguments): the first query of a fresh JVM loads and compiles much of Spark (Connect's planner,
+#: Parquet, Arrow, code generation), which took longer than the JVM's start on a loaded machine.
+_WARM_UP = """
+import sys
+from pathlib import Path
+import pyarrow as pa, pyarrow.parquet as pq
+from odfproj.engine.session import SparkSettings, create_spark_session
+session = create_spark_session(SparkSettings(sys.argv[1]))
+folder = Path(sys.argv[2])
+pq.write_table(pa.table({"k": ["a", "b", "a"], "v": [1, 2, 3]}), folder / "warm-up.parquet")
+frame = session.read.parquet(str(folder / "warm-up.parquet"))
+frame.createOrReplaceTempView("t")
+child = session.newSession()
+frame.createOrReplaceGlobalTempView("warm_up")
+child.sql("SELECT k, count(*) AS n, sum(v) AS s FROM global_temp.warm_up GROUP BY k ORDER BY k").toArrow()
+session.sql("SELECT * FROM t WHERE v > 1").write.mode("overwrite").parquet(str(folder / "warm-up-out"))
+session.catalog.dropGlobalTempView("warm_up")
+child.stop()
+session.stop()
+"""
+
+#: How long the warm-up may take before the server is announced anyway.
+WARM_UP_TIMEOUT_S = 300.0
+
+
+def _warm_up(port: int, token: str, directory: Path) -> None:
+    """Run :data:`_WARM_UP` against this server; a failure is logged, the server still starts."""
+    import shutil
+
+    scratch = directory / "warm-up"
+    scratch.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k not in _CONNECT_CLIENT_MARKS}
+    env[CONNECT_TOKEN_ENV] = token
+    began = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _WARM_UP, f"sc://localhost:{port}", str(scratch)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=WARM_UP_TIMEOUT_S,
+            check=False,
+        )
+        outcome = "done" if done.returncode == 0 else f"failed: {_last_line_of(done.stderr)}"
+    except subprocess.TimeoutExpired:
+        outcome = "timed out"
+    shutil.rmtree(scratch, ignore_errors=True)
+    _say(f"warm-up {outcome} in {time.monotonic() - began:.1f} s")
+
+
+def serve(
+    directory: Path,
+    idle: float,
+    handlers: Mapping[str, Handler],
+    warm_up: Callable[[SparkSession], object] | None = None,
+) -> int:
     """Run a server in this process until it is idle for ``idle`` seconds, told to stop, or its JVM dies.
 
     Each handler is called as ``handler(session, *args)`` on a thread of its own, with the server's
-    classic session. The record is written last, once the JVM and both endpoints are up, and removed
-    first when stopping, so a command never finds a record of a server that is not ready.
+    classic session. Before the record is written, a Connect client runs a few queries (and
+    ``warm_up(session)`` whatever the checks need), so that the first command finds a warm JVM. The
+    record is written last, once the JVM and both endpoints are up, and removed first when stopping,
+    so a command never finds a record of a server that is not ready.
     """
     directory = Path(directory)
     token = os.environ.pop(_TOKEN_ENV, "") or secrets.token_hex(24)
@@ -572,6 +635,12 @@ def serve(directory: Path, idle: float, handlers: Mapping[str, Handler]) -> int:
     os.chmod(sock_path, 0o600)
     listener.listen(16)
     listener.settimeout(TICK_S)
+    _warm_up(port, token, directory)
+    if warm_up is not None:
+        try:
+            warm_up(session)
+        except Exception as e:  # a warm-up is an optimisation: the server serves anyway
+            _say(f"warm-up of the checks failed: {type(e).__name__}: {_last_line_of(str(e))}")
     info = ServerInfo(os.getpid(), port, token, str(sock_path), time.time(), idle)
     _write_atomically(directory / STATE_FILE, info.to_json())
     _say(f"ready: Connect on 127.0.0.1:{port}, checks on {sock_path}, idle timeout {idle:.0f} s")
@@ -680,12 +749,14 @@ def _say(message: str) -> None:
     sys.stdout.flush()
 
 
-def serve_main(argv: list[str], handlers: Mapping[str, Handler]) -> int:
+def serve_main(
+    argv: list[str], handlers: Mapping[str, Handler], warm_up: Callable[[SparkSession], object] | None = None
+) -> int:
     """``python -m ENTRY serve DIR IDLE``: what :meth:`WarmEngine._start` runs."""
     if len(argv) != 3 or argv[0] != "serve":
         sys.stderr.write("usage: python -m ENTRY serve DIR IDLE_SECONDS\n")
         return 2
-    return serve(Path(argv[1]), float(argv[2]), handlers)
+    return serve(Path(argv[1]), float(argv[2]), handlers, warm_up)
 
 
 # --- a session on it --------------------------------------------------------------------------------------
