@@ -117,6 +117,16 @@ def test_a_stale_record_is_removed_and_a_stranger_is_never_signalled(tmp_path) -
     assert engine.stop() is None
 
 
+def test_a_server_that_cannot_start_is_one_line_naming_its_log_and_leaves_nothing(tmp_path) -> None:
+    engine = WarmEngine(tmp_path, entry="odfproj.no_such_module")
+    with pytest.raises(EngineError) as caught, engine.lease():
+        pass
+    message = str(caught.value)
+    assert message.startswith("the warm engine did not start (exit 1): ") and "\n" not in message
+    assert "No module named odfproj.no_such_module" in message and str(tmp_path / "server.log") in message
+    assert not (tmp_path / STATE_FILE).exists() and engine.status() is None
+
+
 def test_engine_status_without_a_server(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv(DIR_ENV, str(tmp_path))
     code, out, err = run_main_split("--cold", "engine", "status")
