@@ -32,8 +32,8 @@ from odfproj.project.config import ProjectConfig, ProjectError, load_project, sp
 from odfproj.project.loader import PlanRequest
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.validate import query_checker
-from odfproj.transform.warm_checks import ENTRY as WARM_ENTRY
-from odfproj.transform.warm_checks import WarmChecks
+from odfproj.transform.warm_service import ENTRY as WARM_ENTRY
+from odfproj.transform.warm_service import WarmChecks
 
 PROJECT_HELP = "Project folder (default: found by walking up from the current folder)."
 WORKSPACE_HELP = "Workspace folder (default: the project's, usually .odf/ in the project)."
@@ -210,7 +210,7 @@ def query_checker_for(
 
     The session is the sandbox of ``engine.settings.analysis_settings``: plan runs on untrusted pull
     requests, so no target's master or ``spark_conf`` reaches it. On the warm engine the same checks
-    run in its server, with those settings (``transform.warm_checks``). The caller stops the returned
+    run in its server, with those settings (``transform.warm_service``). The caller stops the returned
     holder when done (it is only started, or the server only found, if some query changed).
     """
     if not validate:

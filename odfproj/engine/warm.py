@@ -7,12 +7,12 @@ command reuses it, until it has been idle for a while. The server offers two thi
 this machine only:
 
 - a **Spark Connect** endpoint on ``127.0.0.1`` (an ephemeral port, a random bearer token), for the
-  trusted work of ``sql``, ``run``, ``ingest`` and ``test``;
-- a **Unix socket** (in a folder only this user may enter) on which it answers the *checks*: the query
-  analysis of ``plan`` and the local sandbox check every Connect query passes first. Those run in the
-  server's classic session exactly as a cold command would run them in its own JVM, each in a child
+  trusted work of ``ingest`` and ``test``;
+- a **Unix socket** (in a folder only this user may enter) on which it answers requests it runs itself
+  on its classic session, exactly as a cold command would in its own JVM: the *checks* (the query
+  analysis of ``plan`` and the sandbox check every Connect query passes first), each in a child
   session with the analysis sandbox's settings (``engine.settings.analysis_settings``), so nothing a
-  manifest names runs, and results are the same by construction.
+  manifest names runs; and ``sql`` whole. Results are the same by construction.
 
 Which request the socket answers is the caller's choice (:func:`serve` takes the handlers); the
 messages are pickled, which is sound because only this user can reach the socket, and both ends are
@@ -151,8 +151,9 @@ def idle_timeout(environ: Mapping[str, str] | None = None) -> float:
 
 
 def engine_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """The server's folder: ``ODFPROJ_ENGINE_DIR``, else one per Python environment and PySpark version
-    under the user's cache folder, so that a server is only ever reused by the installation that made it."""
+    """The server's folder: ``ODFPROJ_ENGINE_DIR``, else one per Python environment, PySpark and odfproj
+    version under the user's cache folder, so that a server is only ever reused by the installation that
+    made it (an upgrade starts a new one; the old one stops when idle)."""
     import hashlib
     from importlib.metadata import PackageNotFoundError, version
 
@@ -163,7 +164,9 @@ def engine_dir(environ: Mapping[str, str] | None = None) -> Path:
         pyspark = version("pyspark")
     except PackageNotFoundError:  # pragma: no cover - pyspark is a dependency
         pyspark = "none"
-    key = hashlib.sha256(f"{sys.prefix}\0{pyspark}".encode()).hexdigest()[:12]
+    from odfproj import __version__
+
+    key = hashlib.sha256(f"{sys.prefix}\0{pyspark}\0{__version__}".encode()).hexdigest()[:12]
     cache = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "odfproj" / "engine" / key
 
@@ -656,7 +659,10 @@ def serve(
                     return
                 handler = requests.get(op)
                 if handler is None:
-                    raise EngineError(f"the warm engine does not know the request {op!r}")
+                    raise EngineError(
+                        f"the warm engine does not know the request {op!r}: another odfproj version "
+                        "started it (odfproj engine stop; the next command starts a current one)"
+                    )
                 result: tuple[bool, Any] = (True, handler(session, *args))
             except Exception as e:  # every failure is the caller's answer
                 result = (False, e)
@@ -778,6 +784,8 @@ class WarmSessionHolder(SparkSessionHolder):
         super().__init__(
             SparkSettings(CONNECT_PLACEHOLDER, settings.app_name, settings.conf, settings.verbose)
         )
+        self.target = settings
+        """The target's own settings (its master is a local one), for requests the server runs itself."""
         self.engine = engine
         self._lease: contextlib.ExitStack | None = None
         self._info: ServerInfo | None = None

@@ -46,11 +46,13 @@ from odfproj.odf import model
 from odfproj.plan.sources import PlanRequest
 from odfproj.project.config import load_project
 from odfproj.run.run import run_project
+from odfproj.state.read import read_changelog
 from odfproj.state.views import run_sql
+from odfproj.storage.verify import verify_dataset
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.validate import query_checker
-from odfproj.transform.warm_checks import ENTRY, WarmChecks
-from tests.cli_inprocess import run_main_split
+from odfproj.transform.warm_service import ENTRY, WarmChecks
+from tests.cli_inprocess import cli_in, run_main_split
 from tests.spark_helpers import RecordingHolder
 from tests.state.test_views import PRICES, T1, TOTALS
 from tests.transform.helpers import schema_with
@@ -273,6 +275,60 @@ def test_sql_on_it_equals_a_cold_run(warm, engine, prices) -> None:
     )
     status = warm.engine.status()
     assert status is not None and status.info.pid == warm.leased[0].pid
+
+
+PUSHED = """\
+kind: DatasetSnapshot
+version: 1
+content:
+  name: {name}
+  kind: Root
+  metadata:
+    - kind: AddPushSource
+      sourceName: main
+      read:
+        kind: NdJson
+        schema:
+          - event_time TIMESTAMP
+          - id BIGINT
+          - v STRING
+      merge:
+        kind: Append
+"""
+
+LINES = (
+    '{"event_time": "2024-01-01T00:00:00Z", "id": 1, "v": "a"}\n'
+    '{"event_time": "2024-01-02T00:00:00Z", "id": 2, "v": null}\n'
+    '{"event_time": "2024-01-02T00:00:00Z", "id": 1, "v": "twice"}\n'
+    '{"event_time": "2024-01-03T00:00:00Z", "id": 3, "v": "\u00fc"}\n'
+)
+
+
+def test_ingest_on_it_writes_the_records_a_cold_ingest_writes(warm, spark, monkeypatch, tmp_path) -> None:
+    root = tmp_path / "proj"
+    (root / "datasets").mkdir(parents=True)
+    (root / "odfproj.yaml").write_text("name: pushed\n")
+    for name in ("hot", "cold"):
+        (root / "datasets" / f"{name}.yaml").write_text(PUSHED.format(name=name))
+    lines = tmp_path / "lines.ndjson"
+    lines.write_text(LINES)
+    code, out = cli_in(spark, monkeypatch, lambda: root)("--cold", "ingest", "cold", str(lines))
+    assert code == 0, out
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_") and k != SWITCH_ENV}
+    env[DIR_ENV] = str(warm.engine.directory)
+    hot = subprocess.run(
+        [sys.executable, "-m", "odfproj", "--warm", "ingest", "hot", str(lines)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert hot.returncode == 0, hot.stderr
+    workspace = Workspace(load_project(root).workspace())
+    assert verify_dataset(workspace.open("hot"), integrity=True) == []
+    records = {n: read_changelog(workspace.open(n)).drop_columns(["system_time"]) for n in ("hot", "cold")}
+    assert records["hot"].num_rows == 4 and records["hot"].equals(records["cold"])
 
 
 def _children(pid: int) -> list[int]:
