@@ -43,9 +43,7 @@ from odfproj.engine.warm import (
 )
 from odfproj.errors import EngineError
 from odfproj.odf import model
-from odfproj.plan.sources import PlanRequest
 from odfproj.project.config import load_project
-from odfproj.run.run import run_project
 from odfproj.state.read import read_changelog
 from odfproj.state.views import run_sql
 from odfproj.storage.verify import verify_dataset
@@ -53,8 +51,7 @@ from odfproj.storage.workspace import Workspace
 from odfproj.transform.validate import query_checker
 from odfproj.transform.warm_service import ENTRY, WarmChecks
 from tests.cli_inprocess import cli_in, run_main_split
-from tests.spark_helpers import RecordingHolder
-from tests.state.test_views import PRICES, T1, TOTALS
+from tests.state.test_views import workspace  # noqa: F401 - the fixture: a project run cold, twice
 from tests.transform.helpers import schema_with
 from tests.transform.mode_cases import CASES
 
@@ -240,20 +237,6 @@ def test_the_plans_checks_on_it_equal_the_cold_ones(warm, engine) -> None:
         holder.stop()
 
 
-@pytest.fixture(scope="module")
-def prices(spark, tmp_path_factory) -> Path:
-    """A project whose ``prices`` and ``price.totals`` were run on the shared session (cold)."""
-    root = tmp_path_factory.mktemp("warm-sql") / "proj"
-    (root / "datasets").mkdir(parents=True)
-    (root / "data").mkdir()
-    (root / "odfproj.yaml").write_text("name: warm\n")
-    (root / "datasets" / "prices.yaml").write_text(PRICES)
-    (root / "datasets" / "price.totals.yaml").write_text(TOTALS)
-    (root / "data" / "1.csv").write_text("id,item,price\n1,tea,2.0\n2,milk,1.5\n3,bread,3.0\n")
-    assert run_project(load_project(root), PlanRequest(), holder=RecordingHolder(spark), system_time=T1).ok
-    return root
-
-
 def _warm_sql(warm: Warm, root: Path, query: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_") and k != SWITCH_ENV}
     env[DIR_ENV] = str(warm.engine.directory)
@@ -261,11 +244,12 @@ def _warm_sql(warm: Warm, root: Path, query: str) -> subprocess.CompletedProcess
     return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_sql_on_it_equals_a_cold_run(warm, engine, prices) -> None:
+def test_sql_on_it_equals_a_cold_run(warm, engine, workspace) -> None:  # noqa: F811 - the fixture
+    prices = workspace.root.parent  # the project of test_views' workspace
     query = "SELECT p.item, p.price, t.total FROM `prices` p CROSS JOIN `price.totals` t ORDER BY p.item"
     hot = _warm_sql(warm, prices, query)
     assert hot.returncode == 0, hot.stderr
-    cold = run_sql(engine, Workspace(load_project(prices).workspace()), query)
+    cold = run_sql(engine, workspace, query)
     assert [json.loads(line) for line in hot.stdout.splitlines()] == cold.to_pylist()
     refused = _warm_sql(warm, prices, "SELECT item, rand() FROM `prices`")
     assert refused.returncode == 1
@@ -325,9 +309,9 @@ def test_ingest_on_it_writes_the_records_a_cold_ingest_writes(warm, spark, monke
         timeout=300,
     )
     assert hot.returncode == 0, hot.stderr
-    workspace = Workspace(load_project(root).workspace())
-    assert verify_dataset(workspace.open("hot"), integrity=True) == []
-    records = {n: read_changelog(workspace.open(n)).drop_columns(["system_time"]) for n in ("hot", "cold")}
+    pushed = Workspace(load_project(root).workspace())
+    assert verify_dataset(pushed.open("hot"), integrity=True) == []
+    records = {n: read_changelog(pushed.open(n)).drop_columns(["system_time"]) for n in ("hot", "cold")}
     assert records["hot"].num_rows == 4 and records["hot"].equals(records["cold"])
 
 
