@@ -6,11 +6,13 @@ import time
 
 import typer
 
+from odfproj.cli import metavars
 from odfproj.cli.context import CliState
 from odfproj.cli.options import warm_engine
 from odfproj.engine.warm import ServerStatus, warm_choice
 
 app = typer.Typer(
+    cls=metavars.Group,
     help="The warm engine: a local Spark server that `sql`, `ingest`, `test` and the query checks of "
     "`plan`/`apply` reuse between commands instead of starting a JVM each. It starts on first need, "
     "stops after ODFPROJ_WARM_IDLE seconds unused (default 900), listens on 127.0.0.1 only, and is off "
@@ -28,7 +30,7 @@ def _describe(status: ServerStatus) -> str:
     )
 
 
-@app.command("status")
+@app.command("status", cls=metavars.Command)
 def status(ctx: typer.Context) -> None:
     """Whether the warm engine runs, where, for how long it has been idle, and whether commands use it."""
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
@@ -39,7 +41,7 @@ def status(ctx: typer.Context) -> None:
     typer.echo(f"commands use it: {'yes' if choice.enabled else 'no'} ({choice.reason})")
 
 
-@app.command("start")
+@app.command("start", cls=metavars.Command)
 def start() -> None:
     """Start the warm engine now (if it is not running), so that the next command finds it warm."""
     engine = warm_engine()
@@ -51,7 +53,7 @@ def start() -> None:
         typer.echo(f"{_describe(found)} (ready in {time.monotonic() - began:.1f} s)")
 
 
-@app.command("stop")
+@app.command("stop", cls=metavars.Command)
 def stop() -> None:
     """Stop the warm engine now; a command using it at that moment fails (run it again, or with --cold)."""
     stopped = warm_engine().stop()
