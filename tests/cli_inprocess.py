@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from odfproj.cli import ingest as ingest_cmd
 from odfproj.cli import options as options_cmd
 from odfproj.cli import run as run_cmd
 from odfproj.cli.main import main
@@ -25,7 +24,7 @@ from tests.spark_helpers import RecordingHolder
 def cli_in(spark, monkeypatch: pytest.MonkeyPatch, cwd: Callable[[], Path]) -> Callable[..., tuple[int, str]]:
     """``invoke(*args) -> (exit code, stdout + stderr)`` of ``odfproj ARGS`` run in the folder ``cwd()``."""
     monkeypatch.delenv(WORKSPACE_ENV, raising=False)
-    for module in (run_cmd, options_cmd, ingest_cmd):
+    for module in (run_cmd, options_cmd):  # ingest, sql and test get theirs from options.session_holder
         monkeypatch.setattr(module, "SparkSessionHolder", lambda *a, **k: RecordingHolder(spark))
 
     def invoke(*args: str) -> tuple[int, str]:

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# Every command a test runs starts its own local JVM (or uses the shared session), as in CI: the warm
+# engine, a server that outlives the command, is tested where asked for (tests/engine/test_warm.py).
+# CI too, for the tests that run commands with every ODFPROJ_ variable removed (the scaffolded workflow).
+os.environ["ODFPROJ_WARM_ENGINE"] = "off"
+os.environ.setdefault("CI", "true")
 
 REPO_DIR = Path(__file__).resolve().parents[1]
 FIXTURES_DIR = REPO_DIR / "tests" / "fixtures"

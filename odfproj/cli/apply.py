@@ -59,7 +59,7 @@ def apply(
             plan = read_saved_plan(plan_file, workspace)
         else:
             state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
-            checker, holder = query_checker_for(validate_queries, verbose=state.verbose)
+            checker, holder = query_checker_for(validate_queries, verbose=state.verbose, warm=state.warm)
             try:
                 plan, _ = plan_project(config, selection.request(), query_checker=checker)
             finally:

@@ -14,6 +14,8 @@ from rich.markup import escape
 class CliState:
     debug: bool = False
     verbose: bool = False
+    warm: bool | None = None
+    """``--warm``/``--cold``: whether to use the warm engine (``None``: its default, see ``engine.warm``)."""
 
 
 def stderr_console() -> Console:

@@ -11,8 +11,7 @@ import typer
 
 from odfproj.cli.context import CliState
 from odfproj.cli.interrupt import stopped_after
-from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, TargetOption
-from odfproj.engine.session import SparkSessionHolder
+from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, TargetOption, session_holder
 from odfproj.engine.spark import SparkEngine
 from odfproj.errors import OdfprojError
 from odfproj.ingest.push import ingest_push
@@ -48,7 +47,7 @@ def ingest(
     opened = Workspace(workspace) if workspace is not None else Workspace(config.workspace(target))  # type: ignore[union-attr]
     if files.count(STDIN) > 1:
         raise OdfprojError("`-` (stdin) may be given only once")
-    holder = SparkSessionHolder(spark_settings(config, target, verbose=state.verbose))
+    holder = session_holder(spark_settings(config, target, verbose=state.verbose), state.warm)
     work = Path(tempfile.mkdtemp(prefix="odfproj-push-"))
     try:
         if config is not None and workspace is None:

@@ -15,6 +15,7 @@ from odfproj.cli import (
     block,
     destroy,
     docs,
+    engine,
     fmt,
     ingest,
     init,
@@ -52,6 +53,7 @@ app = typer.Typer(
 )
 app.add_typer(block.app, name="block")
 app.add_typer(docs.app, name="docs")
+app.add_typer(engine.app, name="engine")
 for _name, _function in (
     ("init", init.init),
     ("validate", validate.validate),
@@ -92,8 +94,15 @@ def root(
     ),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors (for bug reports)."),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="More output, including Spark's own logs."),
+    warm: bool | None = typer.Option(
+        None,
+        "--warm/--cold",
+        help="Run Spark work on the warm engine, a local Spark server kept running between commands "
+        "(default: on, off where CI is set; ODFPROJ_WARM_ENGINE=on|off), or in a JVM of this command's "
+        "own. See `odfproj engine --help`.",
+    ),
 ) -> None:
-    ctx.obj = CliState(debug=debug, verbose=verbose)
+    ctx.obj = CliState(debug=debug, verbose=verbose, warm=warm)
 
 
 def main() -> None:

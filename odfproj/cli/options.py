@@ -14,9 +14,17 @@ from typing import Any, TypeVar, cast
 import typer
 import yaml
 
-from odfproj.engine.session import SparkSessionHolder
+from odfproj.engine.session import SparkSessionHolder, SparkSettings, connect_client_problem
 from odfproj.engine.settings import analysis_settings
 from odfproj.engine.spark import SparkEngine
+from odfproj.engine.warm import (
+    WarmEngine,
+    WarmSessionHolder,
+    engine_dir,
+    idle_timeout,
+    warm_choice,
+    warm_eligible,
+)
 from odfproj.errors import InvalidValueError, OdfprojError
 from odfproj.odf.timestamps import parse_rfc3339
 from odfproj.plan.queries import QueryChecker
@@ -24,6 +32,8 @@ from odfproj.project.config import ProjectConfig, ProjectError, load_project, sp
 from odfproj.project.loader import PlanRequest
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.validate import query_checker
+from odfproj.transform.warm_service import ENTRY as WARM_ENTRY
+from odfproj.transform.warm_service import WarmChecks
 
 PROJECT_HELP = "Project folder (default: found by walking up from the current folder)."
 WORKSPACE_HELP = "Workspace folder (default: the project's, usually .odf/ in the project)."
@@ -179,22 +189,42 @@ def resolve_workspace(workspace: Path | None, project: Path | None, target: str 
     return Workspace(load_project(project).workspace(target))
 
 
+def warm_engine() -> WarmEngine:
+    """The warm engine of this installation (its folder and idle timeout from the environment)."""
+    return WarmEngine(engine_dir(), entry=WARM_ENTRY, idle=idle_timeout())
+
+
+def session_holder(settings: SparkSettings, warm: bool | None = None) -> SparkSessionHolder:
+    """The session for trusted work on ``settings``' target: on the warm engine when it is chosen
+    (``--warm``/``--cold``, ``ODFPROJ_WARM_ENGINE``, ``CI``) and can serve that target (a local master
+    without JVM settings, a Connect client installed), else a JVM of this command's own."""
+    if warm_choice(warm).enabled and warm_eligible(settings) and connect_client_problem() is None:
+        return WarmSessionHolder(settings, warm_engine())
+    return SparkSessionHolder(settings)
+
+
 def query_checker_for(
-    validate: bool, *, verbose: bool = False
+    validate: bool, *, verbose: bool = False, warm: bool | None = None
 ) -> tuple[QueryChecker | None, SparkSessionHolder | None]:
     """The plan's query checker on a lazily started analysis session, or none with --no-validate-queries.
 
     The session is the sandbox of ``engine.settings.analysis_settings``: plan runs on untrusted pull
-    requests, so no target's master or ``spark_conf`` reaches it. The caller stops the returned holder
-    when done (it is only started if some query changed).
+    requests, so no target's master or ``spark_conf`` reaches it. On the warm engine the same checks
+    run in its server, with those settings (``transform.warm_service``). The caller stops the returned
+    holder when done (it is only started, or the server only found, if some query changed).
     """
     if not validate:
         return None, None
+    if warm_choice(warm).enabled:
+        warm_holder = WarmSessionHolder(analysis_settings(verbose=verbose), warm_engine())
+        return WarmChecks(warm_holder), warm_holder
     holder = SparkSessionHolder(analysis_settings(verbose=verbose))
     return query_checker(SparkEngine(holder)), holder
 
 
-def project_engine(project: Path | None, workspace: Path | None, *, verbose: bool = False) -> SparkEngine:
+def project_engine(
+    project: Path | None, workspace: Path | None, *, verbose: bool = False, warm: bool | None = None
+) -> SparkEngine:
     """An engine configured like `odfproj run`'s: the project's default target, if there is a project.
 
     The session starts on first use; a bare ``--workspace`` outside any project gets Spark's defaults.
@@ -205,7 +235,7 @@ def project_engine(project: Path | None, workspace: Path | None, *, verbose: boo
         if workspace is None:
             raise
         config = None
-    return SparkEngine(SparkSessionHolder(spark_settings(config, None, verbose=verbose)))
+    return SparkEngine(session_holder(spark_settings(config, None, verbose=verbose), warm))
 
 
 def as_at_time(text: str | None) -> datetime | None:

@@ -86,7 +86,7 @@ def plan(
     """
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
     config = selection.config()
-    checker, holder = query_checker_for(validate_queries, verbose=state.verbose)
+    checker, holder = query_checker_for(validate_queries, verbose=state.verbose, warm=state.warm)
     try:
         with synced(config, selection.target, writer=None):
             result, _ = plan_project(config, selection.request(), query_checker=checker)

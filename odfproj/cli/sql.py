@@ -11,8 +11,10 @@ from odfproj.cli.interrupt import stopped_after
 from odfproj.cli.io import read_input
 from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, as_at_time, project_engine, resolve_workspace
 from odfproj.cli.tables import QueryFormat, print_table
+from odfproj.engine.warm import WarmSessionHolder
 from odfproj.errors import OdfprojError
 from odfproj.state.views import run_sql
+from odfproj.transform.warm_service import warm_sql
 
 
 def sql(
@@ -50,7 +52,10 @@ def sql(
         raise OdfprojError("sql: the query is empty")
     moment = as_at_time(as_at)
     opened = resolve_workspace(workspace, project)
-    engine = project_engine(project, workspace, verbose=state.verbose)
+    engine = project_engine(project, workspace, verbose=state.verbose, warm=state.warm)
     with stopped_after(engine.holder):  # Ctrl-C: nothing to finish, the query is read-only
-        table = run_sql(engine, opened, text, as_at=moment, limit=limit or None)
+        if isinstance(engine.holder, WarmSessionHolder):  # the server runs it whole: no Spark client here
+            table = warm_sql(engine.holder, opened, text, as_at=moment, limit=limit or None)
+        else:
+            table = run_sql(engine, opened, text, as_at=moment, limit=limit or None)
     print_table(table, output_format)

@@ -17,9 +17,9 @@ from odfproj.cli.options import (
     TargetOption,
     VarOption,
     as_at_time,
+    session_holder,
 )
 from odfproj.cli.tables import QueryFormat, print_table
-from odfproj.engine.session import SparkSessionHolder
 from odfproj.engine.spark import SparkEngine
 from odfproj.project.config import load_project, spark_settings
 from odfproj.quality.execute import Outcome, TestResult
@@ -61,7 +61,7 @@ def test(
     request = DatasetSelection(
         project, target, tuple(selectors or ()), tuple(exclude or ()), variables=tuple(variables or ())
     ).request()
-    holder = SparkSessionHolder(spark_settings(config, target, verbose=state.verbose))
+    holder = session_holder(spark_settings(config, target, verbose=state.verbose), state.warm)
     console = Console(highlight=False, soft_wrap=True)
     with stopped_after(holder):  # read-only: Ctrl-C has nothing to finish
         outcome = test_project(

@@ -214,24 +214,36 @@ def _check_reachable(master: str) -> None:
         ) from None
 
 
-def _connect_session_class() -> Any:
-    """PySpark's Connect ``SparkSession`` class, or a one-line error saying what to install."""
-    import importlib
+def connect_client_problem() -> str | None:
+    """Why this installation cannot be a Spark Connect client (what to install), or ``None``.
 
-    import pyspark
+    Nothing is started and the Connect client is not imported.
+    """
+    import importlib.util
 
-    version = tuple(int(part) for part in re.findall(r"\d+", pyspark.__version__)[:2])
+    import pyspark as installed
+
+    pyspark = installed.__version__
+    version = tuple(int(part) for part in re.findall(r"\d+", pyspark)[:2])
     if version < CONNECT_MIN_PYSPARK:
-        raise EngineError(
+        return (
             f"a Spark Connect target (sc://) needs pyspark {'.'.join(map(str, CONNECT_MIN_PYSPARK))} or "
-            f"newer (installed: {pyspark.__version__}): pip install 'odfproj[connect]'"
+            f"newer (installed: {pyspark}): pip install 'odfproj[connect]'"
         )
     missing = [name for name in CONNECT_MODULES if importlib.util.find_spec(name.split(".")[0]) is None]
     if missing:
-        raise EngineError(
+        return (
             f"a Spark Connect target (sc://) needs the Connect client's packages ({', '.join(missing)} "
             "missing): pip install 'odfproj[connect]'"
         )
+    return None
+
+
+def _connect_session_class() -> Any:
+    """PySpark's Connect ``SparkSession`` class, or a one-line error saying what to install."""
+    problem = connect_client_problem()
+    if problem is not None:
+        raise EngineError(problem)
     from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
 
     return RemoteSparkSession
@@ -495,11 +507,14 @@ def _release_leftovers(parent: SparkSession) -> None:
 
 
 class SparkSessionHolder:
-    """Creates the session on first use only; thread-safe, so worker threads can share it."""
+    """Creates the session on first use only; thread-safe, so worker threads can share it.
 
-    def __init__(self, settings: SparkSettings) -> None:
+    ``session`` adopts one made already (the warm engine's server hands its own to the checks it runs).
+    """
+
+    def __init__(self, settings: SparkSettings, session: SparkSession | None = None) -> None:
         self.settings = settings
-        self._session: SparkSession | None = None
+        self._session: SparkSession | None = session
         self._lock = threading.Lock()
 
     @property

@@ -41,6 +41,7 @@ Design points, each one a reason for code below:
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -59,11 +60,13 @@ from odfproj.engine.settings import analysis_settings
 from odfproj.engine.slices import rows_per_file
 from odfproj.engine.sql_policy import check_parsed_query
 from odfproj.engine.types import arrow_schema_from_spark, spark_schema_from_arrow
+from odfproj.engine.warm import ServerInfo, WarmSessionHolder, call
 from odfproj.errors import EngineError
 from odfproj.odf import model
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 #: The view name a preprocess query reads its input from (spec: ingest preprocess step).
 INPUT_VIEW = "input"
@@ -336,6 +339,10 @@ class QueryScope:
         apply_sql_conf(self.session, sql_conf)
         self._views: list[str] = []
 
+    def register_schema(self, name: str, schema: StructType) -> None:
+        """Expose an empty frame of ``schema`` as the view ``name``: what a sandbox checks a query over."""
+        self.register(name, self.session.createDataFrame([], schema))
+
     def register(self, name: str, df: DataFrame) -> None:
         """Expose ``df`` (of any session) as the temporary view ``name`` in this scope only."""
         quoted = _quote_name(name)
@@ -392,22 +399,27 @@ class QueryScope:
 class ConnectQueryScope(QueryScope):
     """A scope on a Spark Connect server, whose queries are checked in the local sandbox first.
 
-    ``sandbox`` is a classic scope on the analysis session: every view registered here is mirrored
-    there as an empty frame of the same schema, and :meth:`run` runs the whole transform there
-    (parse, SQL policy, analysis, determinism) before any step reaches the server. The checks are
-    thus the very ones of a classic target, in one place. Views are left in place at the end:
-    a Connect DataFrame resolves them when it runs, and its child session is released with the holder.
+    ``sandbox`` is a classic scope on the analysis session (in this process, or the warm engine's
+    :class:`WarmSandbox`): every view registered here is mirrored there as an empty frame of the same
+    schema, and :meth:`run` runs the whole transform there (parse, SQL policy, analysis, determinism)
+    before any step reaches the server. The checks are thus the very ones of a classic target, in one
+    place. Views are left in place at the end: a Connect DataFrame resolves them when it runs, and its
+    child session is released with the holder.
     """
 
     def __init__(
-        self, parent: SparkSession, sql_conf: Mapping[str, str], child: SparkSession, sandbox: QueryScope
+        self,
+        parent: SparkSession,
+        sql_conf: Mapping[str, str],
+        child: SparkSession,
+        sandbox: QueryScope | WarmSandbox,
     ) -> None:
         super().__init__(parent, sql_conf, child)
         self.sandbox = sandbox
 
     def register(self, name: str, df: DataFrame) -> None:
         super().register(name, df)
-        self.sandbox.register(name, self.sandbox.session.createDataFrame([], df.schema))
+        self.sandbox.register_schema(name, df.schema)
 
     def run(self, transform: model.TransformSql) -> DataFrame:
         from pyspark.errors import PySparkException
@@ -439,6 +451,42 @@ class ConnectQueryScope(QueryScope):
         self.sandbox.close()
 
 
+class WarmSandbox:
+    """The analysis sandbox of the warm engine's server, seen from a command: the views' schemas are
+    collected here and the whole transform is checked there (:func:`check_in_sandbox`) in one request."""
+
+    def __init__(self, server: ServerInfo) -> None:
+        self.server = server
+        self._views: dict[str, str] = {}
+
+    def register_schema(self, name: str, schema: StructType) -> None:
+        self._views[name] = schema.json()
+
+    def run(self, transform: model.TransformSql) -> None:
+        call(self.server, CHECK_QUERY, dict(self._views), transform)
+
+    def close(self) -> None:
+        self._views.clear()
+
+
+#: The warm server's request that checks a query as the analysis sandbox does (:func:`check_in_sandbox`).
+CHECK_QUERY = "check_query"
+
+
+def check_in_sandbox(session: SparkSession, views: Mapping[str, str], transform: model.TransformSql) -> None:
+    """In the warm server: ``transform`` checked over empty views of these schemas (JSON), in a child
+    session with the analysis sandbox's settings, exactly as a command's local sandbox checks it."""
+    from pyspark.sql.types import StructType
+
+    scope = QueryScope(session, analysis_settings().effective_conf())
+    try:
+        for name, schema in views.items():
+            scope.register_schema(name, StructType.fromJson(json.loads(schema)))
+        scope.run(transform)
+    finally:
+        scope.close()
+
+
 # --- the engine -----------------------------------------------------------------------------------------
 
 
@@ -458,9 +506,14 @@ class SparkEngine:
         ``preexec_fn``, Python code in a forked child, which can die before it runs Java once gRPC's
         threads exist in the parent (seen as ``JAVA_GATEWAY_EXITED``).
         """
-        if self.holder.settings.is_connect and not self.holder.created:
+        if self.holder.settings.is_connect and not self.holder.created and not self._warm:
             self._sandbox_holder().get()
         return self.holder.get()
+
+    @property
+    def _warm(self) -> bool:
+        """Whether the session is the warm engine's, whose server checks the queries (no local JVM)."""
+        return isinstance(self.holder, WarmSessionHolder)
 
     @property
     def rows_per_file(self) -> int:
@@ -473,8 +526,11 @@ class SparkEngine:
     def scope(self) -> Iterator[QueryScope]:
         conf = self.holder.settings.effective_conf()
         if self.holder.settings.is_connect:
-            sandbox = self._sandbox_holder().get()
-            check = QueryScope(sandbox, analysis_settings().effective_conf())
+            check: QueryScope | WarmSandbox
+            if isinstance(self.holder, WarmSessionHolder):
+                check = WarmSandbox(self.holder.server())
+            else:
+                check = QueryScope(self._sandbox_holder().get(), analysis_settings().effective_conf())
             scope: QueryScope = ConnectQueryScope(self.session, conf, child_session(self.session), check)
         else:
             scope = QueryScope(self.session, conf)
@@ -527,14 +583,17 @@ def frame_from_arrow(session: SparkSession, table: pa.Table, scratch: Path) -> D
 
 
 __all__: Sequence[str] = (
+    "CHECK_QUERY",
     "FORBIDDEN_NODES",
     "INPUT_VIEW",
     "ConnectQueryScope",
     "QueryScope",
     "SparkEngine",
     "SparkFailure",
+    "WarmSandbox",
     "analysed_plan",
     "analysed_plan_json",
+    "check_in_sandbox",
     "check_query_plan",
     "describe_spark_error",
     "is_spark_error",

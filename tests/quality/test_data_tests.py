@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from odfproj.cli import test as test_cmd
 from odfproj.plan.sources import PlanRequest
 from odfproj.project.config import load_project
 from odfproj.quality.definitions import DataTest
@@ -61,7 +60,6 @@ def test_run_runs_each_datasets_tests_and_a_blocking_failure_stops_its_downstrea
 
 def test_the_test_command_prints_failing_rows_and_exits_1(ran, spark, monkeypatch):
     config, _ = ran
-    monkeypatch.setattr(test_cmd, "SparkSessionHolder", lambda *a, **k: RecordingHolder(spark))
     odfproj = cli_in(spark, monkeypatch, lambda: config.root)
     code, out = odfproj("test")
     assert code == 1, out
