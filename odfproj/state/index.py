@@ -22,7 +22,7 @@ so the Python memory of an update follows one block and one partition, not the n
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -148,7 +148,8 @@ class StateIndex:
         """
         pending = PendingChanges(self.key_store.spill_rows, self.key_store.work_dir)
         try:
-            staged: list[tuple[ChangeBatch, FrozenBitMap64]] = []
+            # Only what the log entries need: a block's records are dropped as soon as pass 1 is done with them.
+            staged: list[LogEntry] = []
             next_offset = self.next_offset
             last_time = self.log.entries[-1].system_time_us if self.log.entries else None
             for batch in batches:
@@ -170,25 +171,18 @@ class StateIndex:
                     raise StateIndexError(
                         f"block {batch.sequence_number} has an offset interval but no records"
                     )
-                staged.append((batch, valid_from))
+                staged.append(LogEntry(batch.sequence_number, batch.block_hash, time, valid_from, _EMPTY))
             if not staged:
                 return
             pending.seal()
-            until = {batch.sequence_number: BitMap64() for batch, _ in staged}
+            until = {entry.sequence_number: BitMap64() for entry in staged}
             self.key_store.apply_pending(pending, until)
         finally:
             pending.close()
-        for batch, valid_from in staged:
-            valid_until = FrozenBitMap64(until[batch.sequence_number])
-            self.current.difference_update(valid_until)
-            self.current.update(valid_from)
-            entry = LogEntry(
-                sequence_number=batch.sequence_number,
-                block_hash=batch.block_hash,
-                system_time_us=to_microseconds(batch.system_time),
-                valid_from=valid_from,
-                valid_until=valid_until,
-            )
+        for entry in staged:
+            entry = replace(entry, valid_until=FrozenBitMap64(until[entry.sequence_number]))
+            self.current.difference_update(entry.valid_until)
+            self.current.update(entry.valid_from)
             self.log.append(entry, self.current)
         self.next_offset = next_offset
 
