@@ -207,16 +207,18 @@ class StateIndex:
         last = self._last_row_per_key(keys, row_hashes)
         adds = (ops[last] == Op.APPEND) | (ops[last] == Op.CORRECT_TO)
         new_rows = np.where(adds, offsets[last], ABSENT)
-        pending.add(batch.sequence_number, row_hashes[last], keys.take(last), new_rows)
+        pending.add(batch.sequence_number, row_hashes[last], keys.take(last), new_rows)  # in hash order
         return to_bitmap(offsets[last][adds]), int(offsets[-1]) + 1
 
     def _last_row_per_key(self, keys: pa.Table, hashes: np.ndarray) -> np.ndarray:
-        """Row numbers (ascending) of the last record of each distinct key in the block.
+        """Row numbers of the last record of each distinct key in the block, in hash order.
+
+        Hash order is the order the pending changes are kept in, so they need no second sort.
 
         Grouped by hash with numpy; only if two different keys of the block share a hash (which the
         check below proves or rules out) is the exact, slower Arrow ``group_by`` used.
         """
-        order = np.lexsort((np.arange(len(hashes)), hashes))
+        order = np.argsort(hashes, kind="stable")
         sorted_hashes = hashes[order]
         starts = np.concatenate(([True], sorted_hashes[1:] != sorted_hashes[:-1]))
         ends = np.concatenate((starts[1:], [True]))
@@ -225,8 +227,9 @@ class StateIndex:
         if others.any() and not keys_equal(keys.take(order[others]), keys.take(representative[others])).all():
             numbered = keys.append_column(_ROW, pa.array(np.arange(len(hashes), dtype=np.int64)))
             grouped = numbered.group_by(list(self.key_columns), use_threads=False).aggregate([(_ROW, "max")])
-            return np.sort(grouped.column(f"{_ROW}_max").to_numpy())
-        return np.sort(order[ends])
+            rows = grouped.column(f"{_ROW}_max").to_numpy()
+            return rows[np.argsort(hashes[rows], kind="stable")]
+        return order[ends]
 
 
 def _check_offsets(batch: ChangeBatch, offsets: np.ndarray, next_offset: int) -> None:

@@ -122,6 +122,7 @@ class PendingChanges:
         self._resident_hashes: np.ndarray | None = None
 
     def add(self, sequence_number: int, hashes: np.ndarray, keys: pa.Table, new_rows: np.ndarray) -> None:
+        """One block's changes, ``hashes`` ascending (blocks come in chain order)."""
         n = len(hashes)
         if not n:
             return
@@ -137,10 +138,14 @@ class PendingChanges:
     def _sorted_buffer(self) -> pa.Table | None:
         if not self._buffered:
             return None
-        table = pa.concat_tables(self._buffered).combine_chunks()
+        if len(self._buffered) == 1:  # one block's changes: already in hash order
+            table = self._buffered[0]
+        else:
+            table = pa.concat_tables(self._buffered).combine_chunks()
+            order = np.argsort(_values(table.column(_HASH)), kind="stable")  # keeps block order per hash
+            table = table.take(pa.array(order))
         self._buffered, self._buffered_rows = [], 0
-        order = np.argsort(table.column(_HASH).to_numpy(), kind="stable")  # keeps block order per hash
-        return table.take(pa.array(order))
+        return table
 
     def _spill(self) -> None:
         table = self._sorted_buffer()
@@ -154,7 +159,7 @@ class PendingChanges:
         """End of pass 1: the rows still in memory become one sorted run, kept in memory."""
         self._resident = self._sorted_buffer()
         if self._resident is not None:
-            self._resident_hashes = self._resident.column(_HASH).to_numpy()
+            self._resident_hashes = _values(self._resident.column(_HASH))
 
     def between(self, lo: int, hi: int | None) -> pa.Table | None:
         """The changes with a hash in ``[lo, hi)``, block by block (stable), or ``None`` if none."""
@@ -162,7 +167,7 @@ class PendingChanges:
         for path in self._runs:
             with pa.memory_map(str(path)) as source:
                 run = pa.ipc.open_file(source).read_all()
-                start, end = _bounds(run.column(_HASH).to_numpy(), lo, hi)
+                start, end = _bounds(_values(run.column(_HASH)), lo, hi)  # a view: a few pages read
                 if end > start:  # ``take`` copies: no page of the map outlives this block
                     parts.append(run.take(pa.array(np.arange(start, end))))
                 del run
@@ -180,6 +185,12 @@ class PendingChanges:
         for path in self._runs:
             path.unlink(missing_ok=True)
         self._runs, self._resident, self._resident_hashes = [], None, None
+
+
+def _values(column: pa.ChunkedArray) -> np.ndarray:
+    """A column's values as numpy, without a copy when it is one chunk (``ChunkedArray.to_numpy`` copies)."""
+    array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    return array.to_numpy(zero_copy_only=False)
 
 
 def _by_block(changes: pa.Table) -> Iterator[tuple[int, pa.Table]]:
