@@ -24,8 +24,10 @@ Decisions, and why:
   geometry as a JSON string (no geometry types in Spark or ODF's DDL). A declared schema lists the output
   columns, ``geometry STRING`` included where wanted; any other name is looked up in ``properties``.
 
-CSV options and what they become in Spark (``mode=FAILFAST`` and ``multiLine=true`` are always set, so
-quoted values may span lines; a file is then read as one split):
+CSV options and what they become in Spark (``mode=FAILFAST`` is always set; ``multiLine=true`` too, so
+quoted values may span lines, unless a streamed scan proves that no quoted value of any file holds a line
+break (``ingest/csv_lines.py``): a file read with ``multiLine`` is one split, one task, while without it
+Spark cuts the file over all cores):
 
 ======================  ==========================================================================
 ``separator``           ``sep``
@@ -58,6 +60,7 @@ from odfproj.engine.spark import SparkFailure, is_spark_error, spark_failures
 from odfproj.engine.types import spark_type_from_arrow
 from odfproj.errors import EngineError, InvalidValueError
 from odfproj.ingest.csv_header import check_header_only_files
+from odfproj.ingest.csv_lines import records_are_lines
 from odfproj.ingest.errors import IngestError
 from odfproj.odf import model
 from odfproj.odf.ddl import parse_ddl_schema
@@ -241,6 +244,17 @@ def _read_csv(
     options = csv_options(step)
     _check_text(files, options["encoding"])
     check_header_only_files(step, files, declared, options["encoding"])
+    if all(
+        records_are_lines(
+            f,
+            separator=options.get("sep", ","),
+            quote=options.get("quote", '"'),
+            escape=options.get("escape", "\\"),
+            charset=options["encoding"],
+        )
+        for f in files
+    ):
+        options["multiLine"] = "false"  # no quoted line break: Spark may split the files over all cores
     reader = spark.read.options(**options)
     if declared is not None:
         reader = reader.schema(_spark_schema(declared))

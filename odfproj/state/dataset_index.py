@@ -77,12 +77,21 @@ def change_batches(
 
 
 def rebuild_state_index(
-    dataset: Dataset, key_columns: Sequence[str], *, base_interval: int = DEFAULT_BASE_INTERVAL
+    dataset: Dataset,
+    key_columns: Sequence[str],
+    *,
+    base_interval: int = DEFAULT_BASE_INTERVAL,
+    work_parent: Path | None = None,
 ) -> StateIndex:
-    """A fresh index of the whole chain, not touching ``info/`` (see :func:`open_state_index`)."""
+    """A fresh index of the whole chain, not touching ``info/`` (see :func:`open_state_index`).
+
+    A large key store is kept in a work folder under ``work_parent`` (default: the system's temporary
+    folder), removed with the index.
+    """
     blocks = list(dataset.iter_blocks())
     blocks.reverse()
-    return update(StateIndex(key_columns, base_interval), change_batches(dataset, blocks, key_columns))
+    index = StateIndex(key_columns, base_interval, work_parent=work_parent)
+    return update(index, change_batches(dataset, blocks, key_columns))
 
 
 def open_state_index(
@@ -128,8 +137,14 @@ def open_state_index(
             break
         newer.append((block_hash, block))
     newer.reverse()
-    index = base if base is not None else StateIndex(key_columns, base_interval)
-    update(index, change_batches(dataset, newer, key_columns))
+    index = base if base is not None else StateIndex(key_columns, base_interval, work_parent=directory)
+    try:
+        update(index, change_batches(dataset, newer, key_columns))
+    except CorruptIndexError:
+        if base is None:
+            raise
+        # A stored key partition failed its check when the update opened it: rebuild from the chain.
+        index = rebuild_state_index(dataset, key_columns, base_interval=base_interval, work_parent=directory)
     if persist:
         _save_best_effort(index, directory)
     return index

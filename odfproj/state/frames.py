@@ -11,6 +11,7 @@ effect at that block (:func:`changelog_as_of`).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass
@@ -19,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
-from odfproj.engine.spark import frame_from_arrow
 from odfproj.errors import OdfprojError
 from odfproj.odf.arrow_schema import decode_arrow_schema
 from odfproj.odf.data_schema import EVENT_TIME, Vocab
@@ -29,7 +30,7 @@ from odfproj.state.dataset_index import open_state_index
 from odfproj.state.errors import DataReadError
 from odfproj.state.index import StateIndex
 from odfproj.state.projections import renamed
-from odfproj.state.read import read_state
+from odfproj.state.read import state_parts
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.projection import ChainProjection
 from odfproj.storage.slices import data_as_of, data_slices
@@ -133,16 +134,27 @@ def read_current_state(
 
     The index picks the valid rows of each data file by bitmap, so the cost follows the size of the
     state, not of the history; files without a valid row are not opened. The rows reach Spark as one
-    Parquet file in ``work_dir``, which must outlive the DataFrame (``engine.spark.frame_from_arrow``).
+    Parquet file in ``work_dir`` (which must outlive the DataFrame), written one data file's rows at a
+    time: the Python process never holds the whole state.
     Returns the index too (at the current head), so the commit can advance it by its own blocks only.
     Columns: ``event_time`` (standard name) and the user columns, like ``projections.current_state``.
     """
+    from odfproj.engine.types import spark_schema_from_arrow
+
     index = open_state_index(dataset, key)
-    table = read_state(dataset, index=index)
-    table = table.drop_columns([vocab.offset]).rename_columns(
-        [EVENT_TIME if c == vocab.event_time else c for c in table.column_names[1:]]
-    )
-    return index, frame_from_arrow(session, table, work_dir)
+    schema, parts = state_parts(dataset, index=index)
+    names = [EVENT_TIME if c == vocab.event_time else c for c in schema.names[1:]]
+    out_schema = pa.schema([f.with_name(n) for f, n in zip(list(schema)[1:], names, strict=True)])
+    path = work_dir / f"state-{uuid.uuid4().hex}.parquet"
+    rows = 0
+    with pq.ParquetWriter(path, out_schema) as writer:  # one data file's valid rows in memory at a time
+        for part in parts:
+            writer.write_table(part.drop_columns([vocab.offset]).rename_columns(names))
+            rows += part.num_rows
+    spark_schema = spark_schema_from_arrow(out_schema)
+    if not rows:
+        return index, session.createDataFrame([], spark_schema)
+    return index, session.read.schema(spark_schema).parquet(str(path))
 
 
 def advance_state_index(dataset: Dataset, key: Sequence[str], index: StateIndex | None) -> None:

@@ -14,13 +14,15 @@ valid row per key):
 * the rows carrying ``-R`` / ``-C`` are never valid themselves: they describe the change.
 
 Each block is reduced to the last record per distinct key (one ``group_by``), so applying a block is
-vectorised: O(m log m) for its m records plus one O(n) merge of the key store's sorted columns.
+vectorised: O(m log m) for its m records plus one O(n) merge of the key store's sorted columns. The key
+store is partitioned by hash on disk once it outgrows one partition (:mod:`odfproj.state.key_partitions`),
+so the Python memory of an update follows one block and one partition, not the number of keys.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -33,13 +35,14 @@ from odfproj.odf.data_schema import OFFSET, OP, Op
 from odfproj.odf.multiformats import Multihash
 from odfproj.odf.timestamps import to_utc
 from odfproj.state.errors import StateIndexError
-from odfproj.state.key_store import ABSENT, KeyChanges, KeyStore
+from odfproj.state.key_partitions import PartitionedKeyStore, PendingChanges
+from odfproj.state.key_store import ABSENT
 from odfproj.state.keys import hash_keys, keys_equal
 from odfproj.state.stored_files import StoredFile
-from odfproj.state.validity_log import DEFAULT_BASE_INTERVAL, LogEntry, ValidityLog
+from odfproj.state.validity_log import DEFAULT_BASE_INTERVAL, EMPTY, LogEntry, ValidityLog, to_bitmap
 
 _ROW = "__state_index_row"
-_EMPTY = FrozenBitMap64()
+_EMPTY = EMPTY
 
 #: A point in history: the state after a given block, or as known at a system time.
 AsAt = Multihash | datetime
@@ -67,13 +70,6 @@ def to_microseconds(t: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def to_bitmap(offsets: np.ndarray) -> FrozenBitMap64:
-    """A frozen bitmap of int64 offsets, through the buffer protocol (no Python int per offset)."""
-    if offsets.size == 0:
-        return _EMPTY
-    return FrozenBitMap64(memoryview(np.ascontiguousarray(offsets, dtype=np.uint64)).cast("B").cast("Q"))
-
-
 def bitmap_to_numpy(bitmap: BitMap64 | FrozenBitMap64) -> np.ndarray:
     return np.frombuffer(bitmap.to_array(), dtype=np.uint64).astype(np.int64)
 
@@ -84,8 +80,14 @@ class StateIndex:
     ``head`` is the hash of the last block applied: the stamp that ties the index to a chain position.
     """
 
-    def __init__(self, key_columns: Sequence[str], base_interval: int = DEFAULT_BASE_INTERVAL) -> None:
-        self.key_store = KeyStore(key_columns)
+    def __init__(
+        self,
+        key_columns: Sequence[str],
+        base_interval: int = DEFAULT_BASE_INTERVAL,
+        *,
+        work_parent: Path | None = None,
+    ) -> None:
+        self.key_store = PartitionedKeyStore(key_columns, work_parent=work_parent)
         self.log = ValidityLog(base_interval)
         self.current = BitMap64()
         self.next_offset = 0
@@ -134,27 +136,60 @@ class StateIndex:
 
     def apply(self, batch: ChangeBatch) -> None:
         """Fold the next block into the key store, the log and the current bitmap."""
-        if batch.sequence_number != self.block_count:
-            raise StateIndexError(
-                f"block {batch.sequence_number} given to the state index, expected block {self.block_count}"
-            )
-        valid_from, valid_until = _EMPTY, _EMPTY
-        if batch.records is not None and batch.records.num_rows:
-            valid_from, valid_until = self._apply_records(batch)
-        elif batch.offsets is not None:
-            raise StateIndexError(f"block {batch.sequence_number} has an offset interval but no records")
-        self.current.difference_update(valid_until)
-        self.current.update(valid_from)
-        entry = LogEntry(
-            sequence_number=batch.sequence_number,
-            block_hash=batch.block_hash,
-            system_time_us=to_microseconds(batch.system_time),
-            valid_from=valid_from,
-            valid_until=valid_until,
-        )
-        self.log.append(entry, self.current)
+        self.apply_all([batch])
 
-    def _apply_records(self, batch: ChangeBatch) -> tuple[FrozenBitMap64, FrozenBitMap64]:
+    def apply_all(self, batches: Iterable[ChangeBatch]) -> None:
+        """Fold the next blocks, in chain order, in two passes over bounded memory.
+
+        Pass 1 reads one block at a time: checks it, reduces it to one change per key and computes
+        the rows it makes valid. Pass 2 applies all those changes to the key store partition by
+        partition (:mod:`odfproj.state.key_partitions`), which gives the rows each block superseded.
+        Only then are the log entries appended: a block refused in pass 1 leaves the index as it was.
+        """
+        pending = PendingChanges(self.key_store.spill_rows, self.key_store.work_dir)
+        try:
+            # Only what the log entries need: a block's records are dropped as soon as pass 1 is done with them.
+            staged: list[LogEntry] = []
+            next_offset = self.next_offset
+            last_time = self.log.entries[-1].system_time_us if self.log.entries else None
+            for batch in batches:
+                expected = self.block_count + len(staged)
+                if batch.sequence_number != expected:
+                    raise StateIndexError(
+                        f"block {batch.sequence_number} given to the state index, expected block {expected}"
+                    )
+                time = to_microseconds(batch.system_time)
+                if last_time is not None and time < last_time:
+                    raise StateIndexError(
+                        f"block {batch.sequence_number} has a system time earlier than its parent"
+                    )
+                last_time = time
+                valid_from = _EMPTY
+                if batch.records is not None and batch.records.num_rows:
+                    valid_from, next_offset = self._stage_records(batch, next_offset, pending)
+                elif batch.offsets is not None:
+                    raise StateIndexError(
+                        f"block {batch.sequence_number} has an offset interval but no records"
+                    )
+                staged.append(LogEntry(batch.sequence_number, batch.block_hash, time, valid_from, _EMPTY))
+            if not staged:
+                return
+            pending.seal()
+            until = {entry.sequence_number: BitMap64() for entry in staged}
+            self.key_store.apply_pending(pending, until)
+        finally:
+            pending.close()
+        for entry in staged:
+            entry = replace(entry, valid_until=FrozenBitMap64(until[entry.sequence_number]))
+            self.current.difference_update(entry.valid_until)
+            self.current.update(entry.valid_from)
+            self.log.append(entry, self.current)
+        self.next_offset = next_offset
+
+    def _stage_records(
+        self, batch: ChangeBatch, next_offset: int, pending: PendingChanges
+    ) -> tuple[FrozenBitMap64, int]:
+        """Pass 1 for one block: its changes into ``pending``; the rows it makes valid, the next offset."""
         records = batch.records
         assert records is not None
         offsets = _int_column(records, OFFSET, np.int64)
@@ -162,7 +197,7 @@ class StateIndex:
         if not np.all(np.diff(offsets) > 0):
             order = np.argsort(offsets, kind="stable")
             records, offsets, ops = records.take(order), offsets[order], ops[order]
-        self._check_offsets(batch, offsets)
+        _check_offsets(batch, offsets, next_offset)
         if ops.min() < Op.APPEND or ops.max() > Op.CORRECT_TO:
             bad = int(ops[(ops < Op.APPEND) | (ops > Op.CORRECT_TO)][0])
             raise StateIndexError(f"block {batch.sequence_number} has a record with unknown op {bad}")
@@ -170,23 +205,20 @@ class StateIndex:
         # The last record of each distinct key decides the key's state after the block.
         row_hashes = hash_keys(keys)
         last = self._last_row_per_key(keys, row_hashes)
-        touched = keys.take(last)
-        hashes = row_hashes[last]
-        positions = self.key_store.lookup(hashes, touched)
-        previous = self.key_store.rows_at(positions)
         adds = (ops[last] == Op.APPEND) | (ops[last] == Op.CORRECT_TO)
         new_rows = np.where(adds, offsets[last], ABSENT)
-        self.key_store.apply(KeyChanges(hashes, touched, positions, new_rows))
-        self.next_offset = int(offsets[-1]) + 1
-        return to_bitmap(offsets[last][adds]), to_bitmap(previous[previous != ABSENT])
+        pending.add(batch.sequence_number, row_hashes[last], keys.take(last), new_rows)  # in hash order
+        return to_bitmap(offsets[last][adds]), int(offsets[-1]) + 1
 
     def _last_row_per_key(self, keys: pa.Table, hashes: np.ndarray) -> np.ndarray:
-        """Row numbers (ascending) of the last record of each distinct key in the block.
+        """Row numbers of the last record of each distinct key in the block, in hash order.
+
+        Hash order is the order the pending changes are kept in, so they need no second sort.
 
         Grouped by hash with numpy; only if two different keys of the block share a hash (which the
         check below proves or rules out) is the exact, slower Arrow ``group_by`` used.
         """
-        order = np.lexsort((np.arange(len(hashes)), hashes))
+        order = np.argsort(hashes, kind="stable")
         sorted_hashes = hashes[order]
         starts = np.concatenate(([True], sorted_hashes[1:] != sorted_hashes[:-1]))
         ends = np.concatenate((starts[1:], [True]))
@@ -195,18 +227,20 @@ class StateIndex:
         if others.any() and not keys_equal(keys.take(order[others]), keys.take(representative[others])).all():
             numbered = keys.append_column(_ROW, pa.array(np.arange(len(hashes), dtype=np.int64)))
             grouped = numbered.group_by(list(self.key_columns), use_threads=False).aggregate([(_ROW, "max")])
-            return np.sort(grouped.column(f"{_ROW}_max").to_numpy())
-        return np.sort(order[ends])
+            rows = grouped.column(f"{_ROW}_max").to_numpy()
+            return rows[np.argsort(hashes[rows], kind="stable")]
+        return order[ends]
 
-    def _check_offsets(self, batch: ChangeBatch, offsets: np.ndarray) -> None:
-        expected = (self.next_offset, self.next_offset + len(offsets) - 1)
-        actual = (int(offsets[0]), int(offsets[-1]))
-        if actual != expected or (batch.offsets is not None and tuple(batch.offsets) != expected):
-            raise StateIndexError(
-                f"block {batch.sequence_number}: records hold offsets {actual[0]}..{actual[1]}, "
-                f"expected the dense interval {expected[0]}..{expected[1]}"
-                + (f" (the block says {batch.offsets[0]}..{batch.offsets[1]})" if batch.offsets else "")
-            )
+
+def _check_offsets(batch: ChangeBatch, offsets: np.ndarray, next_offset: int) -> None:
+    expected = (next_offset, next_offset + len(offsets) - 1)
+    actual = (int(offsets[0]), int(offsets[-1]))
+    if actual != expected or (batch.offsets is not None and tuple(batch.offsets) != expected):
+        raise StateIndexError(
+            f"block {batch.sequence_number}: records hold offsets {actual[0]}..{actual[1]}, "
+            f"expected the dense interval {expected[0]}..{expected[1]}"
+            + (f" (the block says {batch.offsets[0]}..{batch.offsets[1]})" if batch.offsets else "")
+        )
 
 
 def _int_column(table: pa.Table, name: str, dtype: type) -> np.ndarray:
@@ -224,8 +258,7 @@ def update(index: StateIndex, new_batches: Iterable[ChangeBatch]) -> StateIndex:
     Costs O(m log m + n) per block (m records in the block, n keys in the store), independent of how
     many blocks came before.
     """
-    for batch in new_batches:
-        index.apply(batch)
+    index.apply_all(new_batches)
     return index
 
 

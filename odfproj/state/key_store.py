@@ -7,7 +7,8 @@ hashes followed by an exact comparison of key values; equal hashes of different 
 next to each other and are resolved by scanning that short run, so a collision costs time, never a
 wrong answer.
 
-A key with no valid row (retracted) is removed, so the store only ever holds the current state. An
+A key with no valid row (retracted) is removed, so the store only ever holds the current state. This is
+one partition: :mod:`odfproj.state.key_partitions` cuts a large store by hash range and keeps it on disk. An
 update is one merge of the sorted arrays: O(n + m log m) for n stored keys and m changed keys, which is
 flat in the length of the history.
 """
@@ -21,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from odfproj.state.errors import StateIndexError
-from odfproj.state.keys import hash_keys, keys_equal, normalise_keys
+from odfproj.state.keys import keys_equal
 
 ABSENT = -1
 
@@ -64,18 +65,6 @@ class KeyStore:
 
     def __len__(self) -> int:
         return len(self.hashes)
-
-    def normalise(self, table: pa.Table) -> pa.Table:
-        """``table``'s key columns in normalised form, checked against the types already stored."""
-        keys = normalise_keys(table, self.key_columns)
-        if self.schema is None:
-            self.schema = keys.schema
-            self.keys = keys.schema.empty_table()
-        elif keys.schema != self.schema:
-            raise StateIndexError(
-                f"primary key types changed from ({self.schema.to_string()}) to ({keys.schema.to_string()})"
-            )
-        return keys
 
     def lookup(self, hashes: np.ndarray, keys: pa.Table) -> np.ndarray:
         """Position in the store of each given key (normalised, with its hash), or ``ABSENT``."""
@@ -137,13 +126,3 @@ class KeyStore:
         if len(order) or len(kept) != n_old:
             new_keys = changes.keys.take(order)
             self.keys = pa.concat_tables([self.keys, new_keys]).take(permutation).combine_chunks()
-
-    def current_rows(self, table: pa.Table) -> np.ndarray:
-        """Offset of the current row of each key in ``table`` (any key columns types), or ``ABSENT``.
-
-        This is what a Snapshot merge needs to find the previous state of the keys it sees.
-        """
-        if self.schema is None:
-            return np.full(table.num_rows, ABSENT, np.int64)
-        keys = self.normalise(table)
-        return self.rows_at(self.lookup(hash_keys(keys), keys))

@@ -7,12 +7,12 @@
         log-<segment>-<crc>.arrow        validity log entries of blocks [segment*N, segment*N + N)
         base-<block>-<crc>.roaring       the valid set after block <block> (every N-th block)
         current-<crc>.roaring            the valid set at the stamped head
-        keys-<crc>.arrow                 the key store: hash, row, normalised key columns (sorted)
+        keys-<part>-<crc>.arrow          the key store, one file per hash range: hash, row, key columns
         .lock                            serialises writers of this folder
 
 Why this shape: a sealed log segment and a base bitmap never change, so an update rewrites only the
-open segment, the current bitmap and the key store - work bounded by N blocks and by the number of
-keys, never by the length of the history. Content files are written under new names (temp + fsync +
+open segment, the current bitmap and the key store partitions a run of blocks touched - work bounded by
+N blocks and by the number of keys, never by the length of the history. Content files are written under new names (temp + fsync +
 rename), then the manifest is replaced atomically, then unreferenced files are removed: a reader sees
 the old index or the new one, and a crash leaves at worst orphans that the next writer removes.
 
@@ -25,12 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap64, FrozenBitMap64
 
@@ -38,14 +35,13 @@ from odfproj.errors import InvalidValueError
 from odfproj.odf.multiformats import Multihash
 from odfproj.state.errors import CorruptIndexError, StateIndexError
 from odfproj.state.index import StateIndex
-from odfproj.state.key_store import KeyStore
-from odfproj.state.keys import key_schema
-from odfproj.state.stored_files import MANIFEST, StoredFile
+from odfproj.state.key_partitions import stored_store
+from odfproj.state.stored_files import MANIFEST, StoredFile, check_content, read_content, write_content
 from odfproj.state.validity_log import LogEntry
-from odfproj.storage.fsutil import fsync_dir, new_txid, replace_atomic, write_durable
+from odfproj.storage.fsutil import fsync_dir, replace_atomic
 
 #: Bumped whenever a file's layout or the index's semantics change; other formats are rebuilt.
-INDEX_FORMAT = 1
+INDEX_FORMAT = 2
 LOCK = ".lock"
 
 _LOG_SCHEMA = pa.schema(
@@ -57,7 +53,6 @@ _LOG_SCHEMA = pa.schema(
         pa.field("valid_until", pa.binary(), nullable=False),
     ]
 )
-_HASH, _ROW = "__hash", "__row"
 
 
 # --- encoding -------------------------------------------------------------------------------------
@@ -105,55 +100,7 @@ def _decode_segment(data: bytes) -> list[LogEntry]:
     ]
 
 
-def _encode_keys(store: KeyStore) -> bytes:
-    columns = [pa.array(store.hashes, pa.uint64()), pa.array(store.rows, pa.int64())]
-    fields = [pa.field(_HASH, pa.uint64(), nullable=False), pa.field(_ROW, pa.int64(), nullable=False)]
-    if store.keys is not None and store.schema is not None:
-        columns += store.keys.columns
-        fields += list(store.schema)
-    return _ipc_bytes(pa.Table.from_arrays(columns, schema=pa.schema(fields)))
-
-
-def _decode_keys(data: bytes, key_columns: tuple[str, ...], key_types: list[str] | None) -> KeyStore:
-    table = _ipc_table(data)
-    hashes = table.column(_HASH).to_numpy().astype(np.uint64, copy=False)
-    rows = table.column(_ROW).to_numpy().astype(np.int64, copy=False)
-    if len(hashes) > 1 and not np.all(hashes[1:] >= hashes[:-1]):
-        raise CorruptIndexError("the key store's hashes are not sorted")
-    if key_types is None:
-        if len(hashes):
-            raise CorruptIndexError("the key store holds rows but no key types")
-        return KeyStore(key_columns)
-    schema = key_schema(key_columns, [pa.type_for_alias(t) for t in key_types])
-    keys = table.select(list(key_columns)).cast(schema).combine_chunks()
-    return KeyStore(key_columns, schema, hashes, rows, keys)
-
-
 # --- files ----------------------------------------------------------------------------------------
-
-
-def _write_content(directory: Path, stem: str, suffix: str, data: bytes) -> StoredFile:
-    """Write ``data`` durably under a name carrying its CRC (temp + fsync + rename)."""
-    crc = zlib.crc32(data)
-    name = f"{stem}-{crc:08x}{suffix}"
-    tmp = directory / f".{name}.tmp-{new_txid()}"
-    try:
-        write_durable(tmp, data)
-        os.replace(tmp, directory / name)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return StoredFile(name, len(data), crc)
-
-
-def _read_content(directory: Path, stored: StoredFile) -> bytes:
-    try:
-        data = (directory / stored.name).read_bytes()
-    except OSError as e:
-        raise CorruptIndexError(f"{stored.name}: cannot be read: {e}") from None
-    if len(data) != stored.size or zlib.crc32(data) != stored.crc32:
-        raise CorruptIndexError(f"{stored.name}: size or checksum differs from the manifest")
-    return data
 
 
 @dataclass(frozen=True)
@@ -169,7 +116,9 @@ class Manifest:
     segments: tuple[StoredFile, ...]
     bases: tuple[tuple[int, StoredFile], ...]
     current: StoredFile
-    keys: StoredFile
+    #: The key store's partitions (``2 ** key_bits`` of them, by hash range), each with its key count.
+    key_bits: int
+    keys: tuple[tuple[StoredFile, int], ...]
 
     def to_json(self) -> str:
         return json.dumps(
@@ -184,7 +133,8 @@ class Manifest:
                 "segments": [s.to_json() for s in self.segments],
                 "bases": [{"block": b, **f.to_json()} for b, f in self.bases],
                 "current": self.current.to_json(),
-                "keys": self.keys.to_json(),
+                "key_bits": self.key_bits,
+                "keys": [{**f.to_json(), "count": count} for f, count in self.keys],
             },
             indent=1,
         )
@@ -207,7 +157,8 @@ class Manifest:
                 segments=tuple(StoredFile.from_json(s) for s in data["segments"]),
                 bases=tuple((int(b["block"]), StoredFile.from_json(b)) for b in data["bases"]),
                 current=StoredFile.from_json(data["current"]),
-                keys=StoredFile.from_json(data["keys"]),
+                key_bits=int(data["key_bits"]),
+                keys=tuple((StoredFile.from_json(k), int(k["count"])) for k in data["keys"]),
             )
         except CorruptIndexError:
             raise
@@ -215,6 +166,8 @@ class Manifest:
             raise CorruptIndexError(f"manifest: {type(e).__name__}: {e}") from None
         if manifest.base_interval < 1 or manifest.block_count < 0:
             raise CorruptIndexError("manifest: bad block count or base interval")
+        if not 0 <= manifest.key_bits <= 32 or len(manifest.keys) != 1 << manifest.key_bits:
+            raise CorruptIndexError("manifest: the key partitions do not match the partition bits")
         return manifest
 
 
@@ -236,16 +189,16 @@ def save_index(index: StateIndex, directory: Path) -> Manifest:
         sealed = len(chunk) == n
         key = f"log-{s:06d}"
         if not (sealed and key in known):
-            known[key] = _write_content(directory, key, ".arrow", _encode_segment(chunk))
+            known[key] = write_content(directory, key, ".arrow", _encode_segment(chunk))
         segments.append(known[key])
     bases = []
     for block, bitmap in sorted(index.log.bases.items()):
         key = f"base-{block:09d}"
         if key not in known:
-            known[key] = _write_content(directory, key, ".roaring", bitmap.serialize())
+            known[key] = write_content(directory, key, ".roaring", bitmap.serialize())
         bases.append((block, known[key]))
-    current = _write_content(directory, "current", ".roaring", BitMap64(index.current).serialize())
-    keys = _write_content(directory, "keys", ".arrow", _encode_keys(index.key_store))
+    current = write_content(directory, "current", ".roaring", BitMap64(index.current).serialize())
+    keys = tuple(index.key_store.save_parts(directory))
     schema = index.key_store.schema
     manifest = Manifest(
         head=index.head,
@@ -257,16 +210,22 @@ def save_index(index: StateIndex, directory: Path) -> Manifest:
         segments=tuple(segments),
         bases=tuple(bases),
         current=current,
+        key_bits=index.key_store.bits,
         keys=keys,
     )
     fsync_dir(directory)
     replace_atomic(directory / MANIFEST, manifest.to_json().encode())
     fsync_dir(directory)
-    referenced = {MANIFEST, LOCK, *(f.name for f in (*segments, *(f for _, f in bases), current, keys))}
+    referenced = {
+        MANIFEST,
+        LOCK,
+        *(f.name for f in (*segments, *(f for _, f in bases), current, *(f for f, _ in keys))),
+    }
     for path in directory.iterdir():
         if path.name not in referenced:
             with contextlib.suppress(OSError):
                 path.unlink()
+    index.key_store.discard_work_dir()
     index.stored_directory = directory
     index.stored_files = {k: v for k, v in known.items() if k.startswith(("log-", "base-"))}
     return manifest
@@ -306,7 +265,7 @@ def _load(directory: Path, manifest: Manifest) -> StateIndex:
     entries: list[LogEntry] = []
     stored: dict[str, StoredFile] = {}
     for s, segment in enumerate(manifest.segments):
-        chunk = _decode_segment(_read_content(directory, segment))
+        chunk = _decode_segment(read_content(directory, segment))
         if [e.sequence_number for e in chunk] != list(range(s * n, s * n + len(chunk))) or (
             len(chunk) != n and s != len(manifest.segments) - 1
         ):
@@ -325,14 +284,15 @@ def _load(directory: Path, manifest: Manifest) -> StateIndex:
         raise CorruptIndexError("base bitmaps missing or unexpected")
     bases = {}
     for block, f in manifest.bases:
-        bases[block] = FrozenBitMap64.deserialize(_read_content(directory, f))
+        bases[block] = FrozenBitMap64.deserialize(read_content(directory, f))
         stored[f"base-{block:09d}"] = f
     index.log.restore(entries, bases)
-    index.current = BitMap64.deserialize(_read_content(directory, manifest.current))
-    index.key_store = _decode_keys(
-        _read_content(directory, manifest.keys),
-        manifest.key_columns,
-        list(manifest.key_types) if manifest.key_types is not None else None,
+    index.current = BitMap64.deserialize(read_content(directory, manifest.current))
+    if manifest.key_bits:
+        for f, _ in manifest.keys:
+            check_content(directory, f)  # streamed: proven now, decoded only when an update needs it
+    index.key_store = stored_store(
+        manifest.key_columns, manifest.key_types, manifest.key_bits, manifest.keys, directory
     )
     if len(index.key_store) != len(index.current):
         raise CorruptIndexError("the key store and the current bitmap disagree on the number of valid rows")

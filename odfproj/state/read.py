@@ -13,7 +13,7 @@ Rows come in offset order.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +42,23 @@ def read_state(
     ``key_columns`` default to the primary key of the dataset's merge strategy; ``index`` may be
     passed by a caller that already holds one at the dataset's head.
     """
+    schema, parts = state_parts(dataset, columns, as_at, key_columns=key_columns, index=index)
+    tables = list(parts)
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def state_parts(
+    dataset: Dataset,
+    columns: Sequence[str] | None = None,
+    as_at: AsAt | None = None,
+    *,
+    key_columns: Sequence[str] | None = None,
+    index: StateIndex | None = None,
+) -> tuple[pa.Schema, Iterator[pa.Table]]:
+    """Like :func:`read_state`, one data file's valid rows at a time (a large state never whole in memory).
+
+    Returns the rows' schema and the (lazy) parts; files without a valid row give no part.
+    """
     projection = dataset.projection()
     if index is None:
         keys = tuple(key_columns) if key_columns is not None else primary_key_of(projection)
@@ -65,12 +82,15 @@ def read_state(
         raise StateIndexError(f"dataset {dataset.name} has no data column {', '.join(map(repr, unknown))}")
     wanted = [vocab.offset, vocab.event_time, *(c for c in selected if c != vocab.event_time)]
     out_schema = pa.schema([schema.field(c) for c in wanted])
-    parts = []
-    for data in data_slices(dataset):
-        part = read_valid_rows(data.path, out_schema, valid, data.start, data.end)
-        if part is not None:
-            parts.append(part)
-    return pa.concat_tables(parts) if parts else out_schema.empty_table()
+    slices = data_slices(dataset)
+
+    def parts() -> Iterator[pa.Table]:
+        for data in slices:
+            part = read_valid_rows(data.path, out_schema, valid, data.start, data.end)
+            if part is not None:
+                yield part
+
+    return out_schema, parts()
 
 
 def read_valid_rows(

@@ -19,12 +19,21 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
+import numpy as np
 from pyroaring import BitMap64, FrozenBitMap64
 
 from odfproj.odf.multiformats import Multihash
 from odfproj.state.errors import StateIndexError
 
 DEFAULT_BASE_INTERVAL = 64
+EMPTY = FrozenBitMap64()
+
+
+def to_bitmap(offsets: np.ndarray) -> FrozenBitMap64:
+    """A frozen bitmap of int64 offsets, through the buffer protocol (no Python int per offset)."""
+    if offsets.size == 0:
+        return EMPTY
+    return FrozenBitMap64(memoryview(np.ascontiguousarray(offsets, dtype=np.uint64)).cast("B").cast("Q"))
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ files that are unreachable from the head.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -67,10 +67,13 @@ class Transaction:
         if not self._done:
             self.abort()
 
-    def stage_copy(self, source: Path, name: str) -> Path:
-        """Copy a caller's file into the staging folder (durably); returns the staged path to check."""
+    def stage_copy(self, source: Path, name: str, observe: Callable[[bytes], object] | None = None) -> Path:
+        """Copy a caller's file into the staging folder (durably); returns the staged path to check.
+
+        ``observe`` sees the bytes as they are written (see ``fsutil.copy_durable``).
+        """
         staged = self.dir / name
-        copy_durable(source, staged)
+        copy_durable(source, staged, observe)
         return staged
 
     def stage_bytes(self, data: bytes, name: str) -> Path:

@@ -21,7 +21,7 @@ from odfproj.odf import model
 from odfproj.odf.arrow_schema import encode_arrow_schema
 from odfproj.odf.multiformats import Multihash
 from odfproj.storage.dataset import Dataset
-from odfproj.storage.objects import logical_hash, physical_hash
+from odfproj.storage.objects import DescribedDataFile, describe_data_file
 from odfproj.storage.projection import ChainProjection
 
 __all__ = ["DataEvent", "SliceFile", "commit_data", "next_offset"]
@@ -58,7 +58,8 @@ def commit_data(
     ``event`` carries what only its caller knows (source state, query inputs, watermark, checkpoint);
     ``prevOffset``, ``prevCheckpoint`` and ``newData`` are set here. ``data_file`` holds ``records``
     records numbered from :func:`next_offset` (none: a data-less event). ``schema`` is the records' data
-    schema. Both hashes are streamed from the file (``storage.hashing``), never from rows in memory.
+    schema. Both hashes are streamed from the file (``storage.hashing``), never from rows in memory, and
+    computed once: ``append`` proves its staged copy is the described file by the copy's physical hash.
 
     ``slices`` is a batch cut into several files (the records-per-file limit): one block per file, in
     one atomic append, each a copy of ``event`` with its own ``newData`` and ``prevOffset``, so a reader
@@ -93,15 +94,17 @@ def _commit_slices(
     checkpoint = projection.last_checkpoint
     prev_offset = projection.last_offset
     data_events: list[DataEvent] = []
+    described: list[DescribedDataFile] = []  # hashed once here; append proves its copies are these files
     for piece in slices or [None]:
         new_data = None
         if piece is not None:
             start = 0 if prev_offset is None else prev_offset + 1
+            described.append(describe_data_file(piece.path))
             new_data = model.DataSlice(
-                logical_hash=logical_hash(piece.path),
-                physical_hash=physical_hash(piece.path),
+                logical_hash=described[-1].logical_hash,
+                physical_hash=described[-1].physical_hash,
                 offset_interval=model.OffsetInterval(start=start, end=start + piece.records - 1),
-                size=piece.path.stat().st_size,
+                size=described[-1].size,
             )
         data_events.append(
             replace(
@@ -117,5 +120,5 @@ def _commit_slices(
         [*events, *data_events],
         expected_head=projection.head,
         system_time=system_time,
-        data_files=[s.path for s in slices],
+        data_files=described,
     )

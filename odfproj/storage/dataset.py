@@ -34,7 +34,13 @@ from odfproj.storage.fsutil import replace_atomic
 from odfproj.storage.head import read_head
 from odfproj.storage.layout import PROJECTION_CACHE, DatasetLayout
 from odfproj.storage.locks import LockHolder, file_lock
-from odfproj.storage.objects import checkpoint_file_problem, data_file_problem
+from odfproj.storage.objects import (
+    DescribedDataFile,
+    checkpoint_file_problem,
+    data_file_problem,
+    described_file_problem,
+    staged_physical_hash,
+)
 from odfproj.storage.projection import DATA_EVENTS, ChainProjection, ProjectionMemo
 
 #: Binary layout version of the blocks we write (every ODF 0.34/0.35-era block uses 2).
@@ -240,7 +246,7 @@ class Dataset:
         data_file: Path | None = None,
         checkpoint_file: Path | None = None,
         timeout: float | None = None,
-        data_files: Sequence[Path] = (),
+        data_files: Sequence[Path | DescribedDataFile] = (),
     ) -> Multihash:
         """Append ``events`` as consecutive blocks in one atomic transaction; returns the new head.
 
@@ -252,6 +258,8 @@ class Dataset:
         ``newData``/``newCheckpoint`` must name files the dataset already holds.
         ``data_files`` is the form for a batch cut into several slices: the files of the last
         ``len(data_files)`` events with ``newData``, in event order (give ``data_file`` or ``data_files``).
+        A data file given as a :class:`DescribedDataFile` is not hashed again beyond its copy (see
+        ``storage.objects``: the copy's physical hash proves it is the file described).
         ``system_time`` defaults to now, but never earlier than the head's (clock skew must not make
         appends fail); an explicit earlier time is an error. ``timeout`` is how long to wait for the
         dataset lock.
@@ -260,7 +268,7 @@ class Dataset:
             raise InvalidValueError("append needs at least one event")
         if data_file is not None and data_files:
             raise InvalidValueError("append takes data_file or data_files, not both")
-        files = [data_file] if data_file is not None else list(data_files)
+        files: list[Path | DescribedDataFile] = [data_file] if data_file is not None else list(data_files)
         for event in events:
             if model.VARIANT_OF.get(type(event), ("",))[0] != "MetadataEvent":
                 raise InvalidValueError(f"append takes metadata events, got {type(event).__name__}")
@@ -316,7 +324,7 @@ class Dataset:
         self,
         tx: Transaction,
         blocks: list[model.MetadataBlock],
-        data_files: list[Path],
+        data_files: list[Path | DescribedDataFile],
         checkpoint_file: Path | None,
     ) -> None:
         """Stage and check the given files; require every other referenced file to be present."""
@@ -345,8 +353,15 @@ class Dataset:
             matched = described[len(described) - len(given) :]
             del described[len(described) - len(given) :]
             for i, (path_given, (seq, expected)) in enumerate(zip(given, matched, strict=True)):
-                staged = tx.stage_copy(Path(path_given), kind if i == 0 else f"{kind}-{i}")
-                problem = check(staged, expected)
+                name = kind if i == 0 else f"{kind}-{i}"
+                if isinstance(path_given, DescribedDataFile):
+                    observe, staged_hash = staged_physical_hash()  # hashed as it is copied: one read
+                    staged = tx.stage_copy(path_given.path, name, observe)
+                    problem = described_file_problem(staged, staged_hash(), path_given, expected)
+                    path_given = path_given.path
+                else:
+                    staged = tx.stage_copy(Path(path_given), name)
+                    problem = check(staged, expected)
                 if problem:
                     raise IntegrityError(
                         f"dataset {self.name}: {kind} file {path_given} does not match {field} of block "

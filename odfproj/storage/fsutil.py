@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 _COPY_CHUNK = 1 << 20
@@ -55,10 +56,19 @@ def write_durable(path: Path, data: bytes, mode: int = 0o644) -> None:
         os.close(fd)
 
 
-def copy_durable(source: Path, target: Path) -> None:
-    """Copy ``source`` to a new file ``target`` and fsync it (the source may be on another device)."""
+def copy_durable(source: Path, target: Path, observe: Callable[[bytes], object] | None = None) -> None:
+    """Copy ``source`` to a new file ``target`` and fsync it (the source may be on another device).
+
+    ``observe`` sees every piece written, in order (e.g. a hash of exactly the bytes the copy holds,
+    computed in the same pass).
+    """
     with open(source, "rb") as src, open(target, "xb") as dst:
-        shutil.copyfileobj(src, dst, _COPY_CHUNK)
+        if observe is None:
+            shutil.copyfileobj(src, dst, _COPY_CHUNK)
+        else:
+            while piece := src.read(_COPY_CHUNK):
+                observe(piece)
+                dst.write(piece)
         dst.flush()
         os.fsync(dst.fileno())
 

@@ -85,9 +85,14 @@ def physical_digest(path: str | os.PathLike[str]) -> bytes:
         return physical_digest_stream(file)
 
 
+def physical_hasher() -> Any:
+    """A fresh hash object of the physical hash (``update`` with bytes, then ``digest``)."""
+    return hashlib.sha3_256()
+
+
 def physical_digest_stream(stream: BinaryIO) -> bytes:
     """SHA3-256 of everything left in a binary stream (e.g. a download in progress)."""
-    hasher = hashlib.sha3_256()
+    hasher = physical_hasher()
     buffer = bytearray(_READ_CHUNK)
     view = memoryview(buffer)
     while True:

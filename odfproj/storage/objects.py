@@ -3,10 +3,19 @@
 Used twice with the same rules: by ``append`` on the staged copy of a file before it becomes part of
 the chain, and by ``verify`` on every stored file. Checking the *staged copy* (not the caller's file)
 means what was hashed is what gets stored, even if the caller rewrites its file meanwhile.
+
+A writer that describes its own file (:func:`describe_data_file`: both hashes, size, record count)
+hands that description to ``append`` instead of a bare path, and the file's records are then hashed
+once, not twice: ``append`` hashes the bytes it copies, in the same pass as the copy, and the staged
+copy's physical hash equal to the described one proves it is the very file whose logical hash and
+record count were computed (SHA3-256 names the bytes), so recomputing those would prove nothing more
+(:func:`described_file_problem`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,6 +30,7 @@ from odfproj.storage.hashing import (
     PHYSICAL_HASH_CODEC,
     logical_digest_parquet,
     physical_digest,
+    physical_hasher,
 )
 
 
@@ -66,14 +76,63 @@ def data_file_problem(path: Path, expected: model.DataSlice, *, integrity: bool 
         return f"cannot be read as Parquet: {e}"
     if logical != expected.logical_hash:
         return f"logical hash is {logical}, the block says {expected.logical_hash}"
-    interval = expected.offset_interval
+    return _records_problem(rows, expected.offset_interval)
+
+
+def _records_problem(rows: int, interval: model.OffsetInterval) -> str | None:
     expected_rows = interval.end - interval.start + 1
     if rows != expected_rows:
-        return (
-            f"holds {rows} records, but offsetInterval [{interval.start}, {interval.end}] "
-            f"covers {expected_rows}"
-        )
+        return f"holds {rows} records, but offsetInterval [{interval.start}, {interval.end}] covers {expected_rows}"
     return None
+
+
+@dataclass(frozen=True)
+class DescribedDataFile:
+    """A data file with what :func:`describe_data_file` measured of it (make it with that function only)."""
+
+    path: Path
+    physical_hash: Multihash
+    logical_hash: Multihash
+    size: int
+    records: int
+
+
+def describe_data_file(path: Path) -> DescribedDataFile:
+    """Both hashes, the size and the record count of a Parquet data file, each computed once."""
+    physical = physical_hash(path)
+    try:
+        records = pq.ParquetFile(path).metadata.num_rows
+    except (pa.ArrowException, OSError) as e:
+        raise InvalidValueError(f"{path} cannot be read as Parquet: {e}") from None
+    return DescribedDataFile(path, physical, logical_hash(path), path.stat().st_size, records)
+
+
+def staged_physical_hash() -> tuple[Callable[[bytes], object], Callable[[], Multihash]]:
+    """``(observe, result)``: feed ``observe`` the bytes of a copy as it is written, then ask ``result``."""
+    hasher = physical_hasher()
+    return hasher.update, lambda: Multihash(PHYSICAL_HASH_CODEC, hasher.digest())
+
+
+def described_file_problem(
+    staged: Path, staged_hash: Multihash, described: DescribedDataFile, expected: model.DataSlice
+) -> str | None:
+    """The first way a staged copy of ``described`` differs from ``expected``, or ``None``.
+
+    ``staged_hash`` is the physical hash of the bytes written to ``staged`` (hashed during the copy).
+    It must equal the block's physical hash *and* the description's: then the staged bytes are the
+    bytes the description's logical hash and record count were computed from, which are compared
+    with the block's. As strong as :func:`data_file_problem` on the staged copy, with one read of it.
+    """
+    actual_size = staged.stat().st_size
+    if actual_size != expected.size:
+        return f"size is {actual_size} bytes, the block says {expected.size}"
+    if staged_hash != expected.physical_hash:
+        return f"physical hash is {staged_hash}, the block says {expected.physical_hash}"
+    if described.physical_hash != staged_hash:
+        return f"changed after it was described (physical hash {described.physical_hash} then, {staged_hash} now)"
+    if described.logical_hash != expected.logical_hash:
+        return f"logical hash is {described.logical_hash}, the block says {expected.logical_hash}"
+    return _records_problem(described.records, expected.offset_interval)
 
 
 def checkpoint_file_problem(path: Path, expected: model.Checkpoint, *, integrity: bool = True) -> str | None:

@@ -195,3 +195,24 @@ def test_invalid_schema(spark, tmp_path) -> None:
     path = write(tmp_path, "x.csv", "1\n")
     with pytest.raises(ReadError, match=r"schema is invalid.*unknown type"):
         read_files(spark, model.ReadStepCsv(schema=("n INTEGR",)), [path])
+
+
+def test_files_without_quoted_line_breaks_are_split_over_tasks(spark, tmp_path) -> None:
+    """``multiLine`` makes a file one split; a file whose quoted values hold no line break is cut up."""
+    lines = "".join(f'{i},"name, {i}"\n' for i in range(2000))
+    step = model.ReadStepCsv(header=True, schema=["id BIGINT", "name STRING"])
+    conf = "spark.sql.files.maxPartitionBytes"
+    old = spark.conf.get(conf)
+    spark.conf.set(conf, "4096")
+    try:
+        plain = write(tmp_path, "plain.csv", "id,name\n" + lines)
+        df = read_files(spark, step, [plain], materialize=False)
+        assert df.rdd.getNumPartitions() > 1
+        assert sorted(rows(df)) == [(i, f"name, {i}") for i in range(2000)]
+        # One quoted line break at the end: the file is read whole, and the value keeps its line break.
+        quoted = write(tmp_path, "quoted.csv", "id,name\n" + lines + '2000,"two\nlines"\n')
+        df = read_files(spark, step, [quoted], materialize=False)
+        assert df.rdd.getNumPartitions() == 1
+        assert sorted(rows(df))[-1] == (2000, "two\nlines") and df.count() == 2001
+    finally:
+        spark.conf.set(conf, old)

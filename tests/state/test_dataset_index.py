@@ -99,7 +99,7 @@ def _damage_manifest(directory: Path) -> None:
 
 
 def _damage_keys(directory: Path) -> None:
-    name = read_manifest(directory).keys.name
+    name = read_manifest(directory).keys[0][0].name
     raw = bytearray((directory / name).read_bytes())
     raw[len(raw) // 2] ^= 0xFF
     (directory / name).write_bytes(bytes(raw))
@@ -175,7 +175,8 @@ def test_updates_rewrite_only_the_open_segment(dataset: Dataset, scratch: Path) 
     named = (
         {f.name for f in after.segments}
         | {f.name for _, f in after.bases}
-        | {after.keys.name, after.current.name}
+        | {f.name for f, _ in after.keys}
+        | {after.current.name}
     )
     assert on_disk == named  # superseded files were removed
 

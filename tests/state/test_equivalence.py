@@ -13,11 +13,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from odfproj.state import index as index_module
-from odfproj.state import key_store as key_store_module
+from odfproj.state import key_partitions as key_partitions_module
 from odfproj.state.index import StateIndex, bitmap_to_numpy, build, update
 from odfproj.state.keys import hash_keys
 from odfproj.state.persistence import load_index, save_index
-from tests.state.changelogs import KEY_COLUMNS, block_times, change_batches, histories, reference_states
+from tests.state.changelogs import (
+    KEY_COLUMNS,
+    block_times,
+    change_batches,
+    histories,
+    key_entries,
+    reference_states,
+)
 
 
 def offsets(bitmap) -> set[int]:
@@ -90,7 +97,50 @@ def test_hash_collisions_never_change_the_answer(blocks, gaps, buckets) -> None:
     times = block_times(len(blocks), gaps)
     with (
         mock.patch.object(index_module, "hash_keys", colliding),
-        mock.patch.object(key_store_module, "hash_keys", colliding),
+        mock.patch.object(key_partitions_module, "hash_keys", colliding),
     ):
         index = build(KEY_COLUMNS, change_batches(blocks, times), base_interval=3)
+        check_against_reference(index, blocks, times)
+
+
+def _partitioned(index: StateIndex, partition_keys: int, spill_rows: int) -> StateIndex:
+    index.key_store.partition_keys = partition_keys
+    index.key_store.spill_rows = spill_rows
+    return index
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    blocks=histories(),
+    gaps=GAPS,
+    split=st.integers(0, 12),
+    partition_keys=st.sampled_from([1, 2, 3]),
+    spill_rows=st.sampled_from([0, 1, 4]),
+)
+def test_partitioned_key_store_through_disk_equals_reference(
+    blocks, gaps, split, partition_keys, spill_rows
+) -> None:
+    """A key store cut into many partitions on disk, its changes spilled in sorted runs, answers the same.
+
+    With a partition size of 1 to 3 keys and spills every 0 to 4 rows, every path of the bounded
+    update is taken: partitions doubling, a partition split while it has no change, runs on disk.
+    """
+    times = block_times(len(blocks), gaps)
+    batches = change_batches(blocks, times)
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp) / "state-index"
+        index = _partitioned(StateIndex(KEY_COLUMNS, 2, work_parent=directory), partition_keys, spill_rows)
+        update(index, batches[:split])
+        save_index(index, directory)
+        index = _partitioned(load_index(directory, KEY_COLUMNS), partition_keys, spill_rows)
+        update(index, batches[split:])
+        save_index(index, directory)
+        reference = build(KEY_COLUMNS, batches, base_interval=2)
+        assert len(index.key_store) == len(reference.key_store)
+        if len(reference.key_store) > partition_keys:
+            assert index.key_store.bits > 0  # the store really is partitioned
+        on_disk = {p.name for p in directory.iterdir()}
+        assert not [n for n in on_disk if n.startswith(".work") or n.startswith("pending")]
+        index = load_index(directory, KEY_COLUMNS)
+        assert key_entries(index) == key_entries(reference)
         check_against_reference(index, blocks, times)

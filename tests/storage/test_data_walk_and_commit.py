@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -13,7 +14,8 @@ from odfproj.odf import model
 from odfproj.odf.arrow_schema import decode_arrow_schema
 from odfproj.storage.data_commit import SliceFile, commit_data
 from odfproj.storage.dataset import Dataset
-from odfproj.storage.objects import logical_hash
+from odfproj.storage.errors import IntegrityError
+from odfproj.storage.objects import DescribedDataFile, describe_data_file, logical_hash, physical_hash
 from odfproj.storage.projection import ChainProjection
 from odfproj.storage.slices import data_as_of, data_slices
 from tests.storage.helpers.chains import (
@@ -119,3 +121,41 @@ def test_a_batch_of_several_slices_is_one_transaction_of_one_block_each(
             data_files=[extra, extra],
         )
     assert root.head() == head
+
+
+def test_a_described_file_is_hashed_once_and_its_staged_copy_still_proven(
+    root: Dataset, writer: Writer, scratch: Path
+) -> None:
+    """``append`` takes a described file without re-hashing its records, yet refuses any other bytes."""
+    writer.add_data(2)
+    p = root.projection()
+    path = write_slice(scratch / "a.parquet", DEFAULT_SCHEMA, 2, 3)
+    described = describe_data_file(path)
+    assert (described.physical_hash, described.logical_hash) == (physical_hash(path), logical_hash(path))
+    assert (described.size, described.records) == (path.stat().st_size, 3)
+
+    def event(d: DescribedDataFile, records: int = 3) -> model.AddData:
+        interval = model.OffsetInterval(start=2, end=1 + records)
+        new_data = model.DataSlice(
+            logical_hash=d.logical_hash, physical_hash=d.physical_hash, offset_interval=interval, size=d.size
+        )
+        return model.AddData(prev_offset=1, new_data=new_data)
+
+    # The file is rewritten after it was described: the copy's hash is not the described one.
+    other = write_slice(scratch / "b.parquet", DEFAULT_SCHEMA, 3, 3)
+    assert physical_hash(other) != described.physical_hash
+    path.write_bytes(other.read_bytes())
+    with pytest.raises(IntegrityError, match="physical hash"):
+        root.append([event(described)], system_time=later(p), data_files=[described])
+    # A description whose logical hash or record count is not the block's is refused too.
+    path = write_slice(scratch / "c.parquet", DEFAULT_SCHEMA, 2, 3)
+    described = describe_data_file(path)
+    for wrong, message in [
+        (replace(described, logical_hash=logical_hash(other)), "logical hash"),
+        (replace(described, records=4), "holds 4 records"),
+    ]:
+        with pytest.raises(IntegrityError, match=message):
+            root.append([event(described)], system_time=later(p), data_files=[wrong])
+    assert root.head() == p.head
+    root.append([event(described)], system_time=later(p), data_files=[described])
+    assert [(s.start, s.end) for s in data_slices(root)] == [(0, 1), (2, 4)]

@@ -1,0 +1,79 @@
+"""``records_are_lines``: a "yes" must be a proof that no quoted value spans lines (no JVM needed)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from odfproj.ingest import csv_lines
+from odfproj.ingest.csv_lines import records_are_lines
+
+
+def _scan(tmp_path: Path, content: str | bytes, *, charset: str = "utf-8", escape: str = "\\") -> bool:
+    path = tmp_path / "data.csv"
+    path.write_bytes(content.encode() if isinstance(content, str) else content)
+    return records_are_lines(str(path), separator=",", quote='"', escape=escape, charset=charset)
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("a,b\n1,2\n", True),
+        ('"a","b"\n"1","2"\n', True),
+        ('"a","b"\r\n"1","2"\r\n', True),
+        ('"a","b,c"\n', True),
+        ('"a",""\n', True),
+        ('"a","b"', True),
+        ("", True),
+        ('"a","b\n1","2"\n', False),  # a quoted line break
+        ('"a","b\rc"\n', False),  # a quoted carriage return: Spark's line reader cuts there too
+        ('"a",b"c\n', False),  # a quote inside an unquoted value
+        ('"a","x""y"\n', False),  # a doubled quote
+        ('"a","x\\"y"\n', False),  # an escaped quote
+        ('"a","b', False),  # a value left open at the end
+        ('x"y,"z\nw",1\n', False),  # an even count of quotes on a line is not enough
+    ],
+)
+def test_small_files_in_every_piece_size(tmp_path: Path, monkeypatch, content: str, expected: bool) -> None:
+    for size in (1, 2, 3, 5, 1 << 20):  # quotes and line breaks on every side of a piece boundary
+        monkeypatch.setattr(csv_lines, "_CHUNK", size)
+        assert _scan(tmp_path, content) is expected, size
+
+
+def test_quoting_off_and_other_charsets(tmp_path: Path) -> None:
+    path = tmp_path / "data.csv"
+    path.write_text('a"\nb\n')
+    assert records_are_lines(str(path), separator=",", quote="", escape="\\", charset="utf-8")
+    assert not _scan(tmp_path, '"a"\n'.encode("utf-16"), charset="utf-16")  # quote is not one byte there
+
+
+VALUES = st.text(alphabet=st.sampled_from(list('ab,"\n\r\\ é')), max_size=6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rows=st.lists(st.lists(VALUES, min_size=1, max_size=3), min_size=1, max_size=5),
+    quoting=st.sampled_from([csv.QUOTE_MINIMAL, csv.QUOTE_ALL]),
+    terminator=st.sampled_from(["\n", "\r\n"]),
+    size=st.sampled_from([1, 3, 7, 1 << 20]),
+)
+def test_a_yes_means_no_value_holds_a_line_break(rows, quoting, terminator, size, tmp_path_factory) -> None:
+    out = io.StringIO()
+    csv.writer(out, quoting=quoting, lineterminator=terminator).writerows(rows)
+    tmp_path = tmp_path_factory.mktemp("csv")
+    csv_lines._CHUNK, old = size, csv_lines._CHUNK
+    try:
+        yes = _scan(tmp_path, out.getvalue(), escape="")
+    finally:
+        csv_lines._CHUNK = old
+    parsed = list(csv.reader(io.StringIO(out.getvalue(), newline="")))
+    spans = any("\n" in v or "\r" in v for row in parsed for v in row)
+    if yes:
+        assert not spans
+    if not any(c in v for row in rows for v in row for c in '"\n\r'):
+        assert yes  # plain values, quoted or not: the scan says yes
