@@ -5,7 +5,7 @@ rows and then to ``--rows * --growth``; a root ``dims`` of 10,000 rows. Three de
 
 * ``filtered``: ``WHERE value % 10 < 3`` (stateless: the incremental path);
 * ``joined``: ``events JOIN dims ON dim_key`` (mode ``join``: full recomputation for now);
-* ``grouped``: ``GROUP BY dim_key`` with count and sum (mode ``grouped``: full for now).
+* ``grouped``: ``GROUP BY dim_key`` with count, sum and max (mode ``grouped``: per-group partials).
 
 At each size, after the derivatives caught up, ``--rounds`` interleaved pairs of updates are timed per
 derivative: an update of ``--update`` x rows new records (a tenth of them Snapshot-style ``-C``/``+C``
@@ -14,8 +14,10 @@ Printed: medians per derivative and path, the large/small ratio of the normal up
 full refresh at the large size. Data is written with numpy/pyarrow and committed as AddData blocks
 (no ingest), the derivatives run through ``update_derivative`` on one local Spark session.
 
-Usage: ``.venv/bin/python bench/bench_incremental.py [--rows N] [--growth G] [--update F] [--rounds R]``
-(defaults: 100,000 rows grown 10x, 0.1% updates, 2 rounds; the issue's sizes are ``--rows 1000000``).
+Usage: ``.venv/bin/python bench/bench_incremental.py [--rows N] [--growth G] [--update F] [--rounds R]
+[--only NAME ...]`` (defaults: 100,000 rows grown 10x, 0.1% updates, 2 rounds, every derivative; the
+issue's sizes are ``--rows 1000000``; ``--only grouped`` measures one derivative, the others are not
+created).
 """
 
 from __future__ import annotations
@@ -145,7 +147,7 @@ class Source:
         self.size += len(fresh)
 
 
-def setup(ws: Workspace, scratch: Path) -> Source:
+def setup(ws: Workspace, scratch: Path, queries: dict[str, str]) -> Source:
     events = ws.create(
         "events",
         model.DatasetKind.Root,
@@ -171,7 +173,7 @@ def setup(ws: Workspace, scratch: Path) -> Source:
         schema=DIMS,
     )
     _commit(dims, table, scratch, T0)
-    for name, query in QUERIES.items():
+    for name, query in queries.items():
         inputs = [model.TransformInput(dataset_ref=events.dataset_id.as_did_str(), alias="e")]
         if "JOIN d" in query:
             inputs.append(model.TransformInput(dataset_ref=dims.dataset_id.as_did_str(), alias="d"))
@@ -193,14 +195,16 @@ def timed_update(
     return time.perf_counter() - started, outcome.mode
 
 
-def measure(ws: Workspace, engine: SparkEngine, source: Source, update_rows: int, rounds: int) -> dict:
+def measure(
+    ws: Workspace, engine: SparkEngine, source: Source, update_rows: int, rounds: int, queries: dict[str, str]
+) -> dict:
     """Per derivative and path (normal, full refresh): update times over ``rounds`` interleaved pairs."""
     times: dict[tuple[str, bool], list[float]] = {}
     modes: dict[tuple[str, bool], str] = {}
     for _ in range(rounds):
         for full in (False, True):
             source.update(update_rows)
-            for name in QUERIES:
+            for name in queries:
                 seconds, mode = timed_update(ws, engine, name, source.clock, full)
                 times.setdefault((name, full), []).append(seconds)
                 modes[(name, full)] = mode
@@ -215,7 +219,9 @@ def main() -> None:
     parser.add_argument("--growth", type=int, default=10)
     parser.add_argument("--update", type=float, default=0.001, help="update size as a fraction of --rows")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--only", nargs="+", choices=sorted(QUERIES), help="measure only these derivatives")
     args = parser.parse_args()
+    queries = {name: q for name, q in QUERIES.items() if not args.only or name in args.only}
     update_rows = max(20, int(args.rows * args.update))
     settings = SparkSettings(
         master="local[*]",
@@ -229,17 +235,17 @@ def main() -> None:
         ws = Workspace(Path(tmp) / "ws")
         scratch = Path(tmp) / "scratch"
         scratch.mkdir()
-        source = setup(ws, scratch)
+        source = setup(ws, scratch, queries)
         for size in (args.rows, args.rows * args.growth):
             source.grow(size)
             started = time.perf_counter()
-            for name in QUERIES:  # catch up with the growth (not timed per derivative)
+            for name in queries:  # catch up with the growth (not timed per derivative)
                 update_derivative(ws, name, engine, source.tick())
             print(
                 f"grown to {size:,} rows; derivatives caught up in {time.perf_counter() - started:.1f}s",
                 flush=True,
             )
-            results[size] = measure(ws, engine, source, update_rows, args.rounds)
+            results[size] = measure(ws, engine, source, update_rows, args.rounds, queries)
             for (name, full), (median, mode, all_times) in sorted(results[size].items()):
                 label = "full refresh" if full else "normal"
                 print(
@@ -253,7 +259,7 @@ def main() -> None:
         f"\nupdate of {update_rows:,} records; ratio large/small ({large:,}/{small:,}) of the normal update, "
         "and full refresh / normal at the large size:"
     )
-    for name in QUERIES:
+    for name in queries:
         ratio = results[large][(name, False)][0] / results[small][(name, False)][0]
         speedup = results[large][(name, True)][0] / results[large][(name, False)][0]
         print(

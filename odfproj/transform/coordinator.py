@@ -21,14 +21,17 @@ See docs/design/transforms.md for why the whole state is recomputed (batch indep
 from __future__ import annotations
 
 import tempfile
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from odfproj.engine.spark import SparkEngine, translating_errors
+from odfproj.errors import OdfprojError
 from odfproj.odf import model
 from odfproj.odf.data_schema import Vocab
+from odfproj.odf.multiformats import Multihash
 from odfproj.odf.timestamps import to_utc
 from odfproj.state.frames import changelog_as_of, changelog_between, read_changelog_frame
 from odfproj.storage.data_commit import commit_data, next_offset
@@ -37,6 +40,7 @@ from odfproj.storage.projection import ChainProjection, InputPosition
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.errors import TransformError
 from odfproj.transform.execute import compute_changes, write_changes
+from odfproj.transform.grouped import GroupedUpdate, grouped_changes, keep_group_state
 from odfproj.transform.incremental import stateless_changes
 from odfproj.transform.inputs import resolve_inputs
 
@@ -56,8 +60,8 @@ class TransformOutcome:
     committed: bool
     #: Why, in a few words, for run reports.
     reason: str
-    #: How the records were computed: ``stateless`` (the inputs' new records only), ``full``
-    #: (recompute and diff), or ``""`` when no query ran.
+    #: How the records were computed: ``stateless`` (the inputs' new records only), ``grouped``
+    #: (per-group partials and new records), ``full`` (recompute and diff), or ``""`` when no query ran.
     mode: str = ""
 
 
@@ -195,13 +199,17 @@ def update_derivative(
         with translating_errors(f"transform of {name}"):
             vocab = Vocab.of(p.set_vocab)
             changes = None
+            grouped: GroupedUpdate | None = None
             if not (full_refresh or changed):
                 changes = _stateless_changes(engine, transform, p, slices, name)
-            mode = "stateless" if changes is not None else "full"
+                mode = "stateless"
+                if changes is None:
+                    grouped = _grouped_changes(engine, transform, dataset, p, slices, name)
+                    changes, mode = (grouped.changes, "grouped") if grouped is not None else (None, "")
             if changes is None:
-                changes = _full_changes(engine, transform, dataset, p, slices, name)
+                changes, mode = _full_changes(engine, transform, dataset, p, slices, name), "full"
             written = write_changes(changes, next_offset(p), system_time, path, p.arrow_schema, vocab)
-        commit_data(
+        head = commit_data(
             dataset,
             p,
             model.ExecuteTransform(query_inputs=query_inputs, new_watermark=watermark),
@@ -210,13 +218,28 @@ def update_derivative(
             records=written.count,
             schema=written.schema,
         )
+    # Best effort, like the state index: the block is committed, and a group state that is not
+    # written is found stale by its stamp and rebuilt by the next update.
+    with suppress(OdfprojError), translating_errors(f"transform of {name} (its group state)"):
+        _keep_group_state(engine, transform, dataset, head, slices, grouped if mode == "grouped" else None)
+    why = f" (full: {grouped.reason})" if grouped is not None and grouped.reason else ""
     if written.count:
-        return TransformOutcome(written.count, True, f"appended {written.count} records", mode)
-    return TransformOutcome(0, True, "inputs consumed, the result did not change", mode)
+        return TransformOutcome(written.count, True, f"appended {written.count} records{why}", mode)
+    return TransformOutcome(0, True, f"inputs consumed, the result did not change{why}", mode)
 
 
 def _input_vocabs(slices: list[InputSlice]) -> dict[str, Vocab]:
     return {s.alias: Vocab.of(s.projection.set_vocab) for s in slices}
+
+
+def _histories(engine: SparkEngine, slices: list[InputSlice]) -> dict[str, DataFrame]:
+    """Each input's changelog up to its current head and last offset (what the full path reads)."""
+    return {
+        s.alias: read_changelog_frame(
+            engine.session, changelog_as_of(s.dataset, s.projection.head, s.projection.last_offset)
+        )
+        for s in slices
+    }
 
 
 def _full_changes(
@@ -229,12 +252,7 @@ def _full_changes(
 ) -> DataFrame:
     """The full path: the query over the inputs' whole current states, diffed with the derivative's own."""
     session = engine.session
-    histories = {
-        s.alias: read_changelog_frame(
-            session, changelog_as_of(s.dataset, s.projection.head, s.projection.last_offset)
-        )
-        for s in slices
-    }
+    histories = _histories(engine, slices)
     own = None
     if p.has_data:
         own = read_changelog_frame(session, changelog_as_of(dataset, p.head, p.last_offset))
@@ -263,7 +281,20 @@ def _stateless_changes(
     """
     if not p.has_data or p.arrow_schema is None:
         return None
-    new_records = {
+    return stateless_changes(
+        engine,
+        transform,
+        _new_records(engine, slices),
+        p.arrow_schema,
+        where=f"dataset {name}",
+        vocab=Vocab.of(p.set_vocab),
+        input_vocabs=_input_vocabs(slices),
+    )
+
+
+def _new_records(engine: SparkEngine, slices: list[InputSlice]) -> dict[str, DataFrame]:
+    """Each input's records after the offset the derivative consumed (the incremental paths' reads)."""
+    return {
         s.alias: read_changelog_frame(
             engine.session,
             changelog_between(
@@ -272,12 +303,59 @@ def _stateless_changes(
         )
         for s in slices
     }
-    return stateless_changes(
+
+
+def _consumed(engine: SparkEngine, slices: list[InputSlice]) -> dict[str, DataFrame]:
+    """Each input's changelog up to what the derivative consumed (an empty frame for nothing consumed)."""
+    frames = {}
+    for s in slices:
+        view = changelog_as_of(s.dataset, s.query_input.prev_block_hash, s.query_input.prev_offset)
+        frames[s.alias] = read_changelog_frame(engine.session, view, view.schema or s.projection.arrow_schema)
+    return frames
+
+
+def _grouped_changes(
+    engine: SparkEngine,
+    transform: model.TransformSql,
+    dataset: Dataset,
+    p: ChainProjection,
+    slices: list[InputSlice],
+    name: str,
+) -> GroupedUpdate | None:
+    """The grouped path (:mod:`odfproj.transform.grouped`); ``None`` when the query is not grouped.
+
+    Like the stateless path, only for a derivative with data under an unchanged SetTransform.
+    """
+    if not p.has_data or p.arrow_schema is None:
+        return None
+    return grouped_changes(
         engine,
         transform,
-        new_records,
+        _new_records(engine, slices),
+        lambda: _consumed(engine, slices),
+        dataset,
         p.arrow_schema,
         where=f"dataset {name}",
         vocab=Vocab.of(p.set_vocab),
         input_vocabs=_input_vocabs(slices),
     )
+
+
+def _keep_group_state(
+    engine: SparkEngine,
+    transform: model.TransformSql,
+    dataset: Dataset,
+    head: Multihash,
+    slices: list[InputSlice],
+    grouped: GroupedUpdate | None,
+) -> None:
+    """Keep a grouped derivative's group state current with the block just committed at ``head``.
+
+    After the grouped path, its merged groups; after the full path, a rebuild from the inputs as
+    this block consumed them (nothing for a query that is not grouped). A crash before this ends
+    leaves a state stamped with an older head, which the next update rebuilds: never a wrong answer.
+    """
+    if grouped is not None:
+        grouped.keep(dataset, head)
+        return
+    keep_group_state(engine, transform, _histories(engine, slices), dataset, head, _input_vocabs(slices))

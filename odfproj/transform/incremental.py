@@ -34,10 +34,10 @@ from odfproj.transform.modes import query_mode
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["stateless_changes"]
+__all__ = ["stateless_changes", "stored_columns"]
 
 
-def _stored_columns(declared: pa.Schema, vocab: Vocab) -> pa.Schema:
+def stored_columns(declared: pa.Schema, vocab: Vocab) -> pa.Schema:
     """The derivative's state columns (standard names, stored order) as Spark reads its files."""
     from pyspark.sql import types as T
 
@@ -80,7 +80,7 @@ def stateless_changes(
         return None
     withdrawn = engine.query({alias: parts[1] for alias, parts in signed.items()}, transform)
     added, withdrawn = check_result(added, where, vocab), check_result(withdrawn, where, vocab)
-    stored = _stored_columns(declared, vocab)
+    stored = stored_columns(declared, vocab)
     if (
         set(added.columns) != set(stored.names)
         or diff_columns(stored, arrow_schema_from_spark(added.schema)).problems()
