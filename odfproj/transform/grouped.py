@@ -404,6 +404,12 @@ def grouped_changes(
     group state is missing or stale (its stamp is not the derivative's head). ``None`` when the query
     is not grouped; a :class:`GroupedUpdate` without changes when it is but this update must run in full.
     """
+    from pyspark.sql import functions as F
+
+    try:
+        split = split_grouped(transform)  # pure Python: a join or a window stops here, nothing analysed
+    except NotSplittable:
+        return None
     vocab = vocab or Vocab()
     input_vocabs = input_vocabs or {}
     signed = {
@@ -419,7 +425,6 @@ def grouped_changes(
     if columns is None:
         return GroupedUpdate(None, "the query's output columns are not the stored ones")
     try:
-        split = split_grouped(transform)
         pre_added = _analysed_pre_aggregation(lambda t: engine.query(added_rows, t), split)
         analysed = check_grouped(split, pre_added)
     except NotSplittable as e:
@@ -428,8 +433,6 @@ def grouped_changes(
     withdrawn = _partials(engine.query(withdrawn_rows, split.pre_aggregation_transform()), analysed)
     old = _stored_groups(engine, analysed, dataset, consumed_states, input_vocabs)
     merged = _merged(old, added, withdrawn, analysed).localCheckpoint()
-    from pyspark.sql import functions as F
-
     touched = merged.where(column(_TOUCHED))
     if touched.where(column(_UNSAFE)).limit(1).count():
         return GroupedUpdate(None, "a group lost the last row at its min/max, or a sum left its type's range")
@@ -492,6 +495,10 @@ def keep_group_state(
     ``states`` are the inputs' changelogs as that commit consumed them. Nothing for a query that is
     not grouped, or that the grouped path cannot keep.
     """
+    try:
+        split_grouped(transform)  # pure Python: most queries stop here, before any Spark analysis
+    except NotSplittable:
+        return
     views = {
         alias: query_state(history, input_vocabs.get(alias, Vocab())) for alias, history in states.items()
     }
