@@ -229,8 +229,17 @@ def _group_keys(group: exp.Group | None, select: list[exp.Expression]) -> list[e
     """The grouping expressions, a position (``GROUP BY 1``) replaced by the select expression there."""
     if group is None:
         return []
+    aliases = {
+        e.alias.lower(): e.this
+        for e in select
+        if isinstance(e, exp.Alias) and not (isinstance(e.this, exp.Column) and e.this.name == e.alias)
+    }
     keys = []
     for key in group.expressions:
+        if isinstance(key, exp.Column) and not key.table and key.name.lower() in aliases:
+            # Spark groups by the alias's expression unless the input has a column of that name,
+            # which only analysis can tell: the split does not guess.
+            raise NotSplittable(f"GROUP BY the select alias {key.name} (group by its expression instead)")
         if isinstance(key, exp.Literal) and not key.is_string:
             position = int(key.name)
             if not 1 <= position <= len(select):

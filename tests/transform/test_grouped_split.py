@@ -78,7 +78,10 @@ def test_earlier_steps_are_kept() -> None:
         ("SELECT k, collect_list(v) AS vs FROM r GROUP BY k", "array_agg aggregate"),
         ("SELECT k, first(v) AS f FROM r GROUP BY k", "first aggregate"),
         ("SELECT k, v, count(*) AS n FROM r GROUP BY k", "column v neither grouped nor aggregated"),
-        ("SELECT upper(k) AS u, count(*) AS n FROM r GROUP BY u", "column k neither grouped nor aggregated"),
+        (
+            "SELECT upper(k) AS u, count(*) AS n FROM r GROUP BY u",
+            "GROUP BY the select alias u (group by its expression instead)",
+        ),
         ("SELECT * FROM r", "SELECT * in a grouped query"),
         ("SELECT event_time, k FROM r", "an aggregation not at the top of the last step"),
         ("SELECT DISTINCT k, count(*) AS n FROM r GROUP BY k", "DISTINCT around the aggregation"),
