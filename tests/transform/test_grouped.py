@@ -83,21 +83,25 @@ FIRST = [
     (A, 1, "b", 7),
     (A, 2, "c", 9),
     (A, 3, "d", 4),
+    (A, 2, None, 2),
 ]
-#: Retracts one of two identical rows, raises a's max by a correction, adds a group, empties d.
-SECOND = [(R, 1, "b", 7), (CF, 4, "a", 5), (CT, 5, "a", 8), (A, 6, "e", 6), (R, 3, "d", 4)]
+#: Retracts one of two identical rows, raises a's max by a correction, adds a group, empties d, and adds
+#: to the group of the null key.
+SECOND = [(R, 1, "b", 7), (CF, 4, "a", 5), (CT, 5, "a", 8), (A, 6, "e", 6), (R, 3, "d", 4), (A, 6, None, 5)]
 
 
 def test_changed_groups_only_are_retracted_and_appended(tmp_path, engine) -> None:
-    """A regression pin: SECOND touches a, b, d and e; c emits nothing; d disappears."""
+    """A regression pin: SECOND touches a, b, d, e and the null key; c emits nothing; d disappears."""
     ws, full = make(tmp_path / "ws"), make(tmp_path / "full")
     assert run(ws, engine, [FIRST, SECOND]) == ["full", "grouped"]
     assert run(full, engine, [FIRST, SECOND], full_refresh=True) == ["full", "full"]
     assert block_hashes(ws) == block_hashes(full)
-    second = read_records(ws.open("d")).filter(pc.field("offset") >= 4).to_pylist()  # FIRST gave 4
+    second = read_records(ws.open("d")).filter(pc.field("offset") >= 5).to_pylist()  # FIRST gave 5
     got = sorted(((r["op"], r["event_time"], r["k"], r["n"], r["total"], r["lo"]) for r in second), key=repr)
     assert got == sorted(
         [
+            (R, hours(2), None, 1, 2, 2),
+            (A, hours(6), None, 2, 7, 2),
             (R, hours(4), "a", 3, 11, 1),
             (A, hours(5), "a", 3, 14, 1),
             (R, hours(1), "b", 2, 14, 7),
@@ -119,7 +123,7 @@ def test_no_history_is_read(tmp_path, engine) -> None:
         for path in ws.open(name).layout.data_dir.iterdir():
             path.unlink()
     assert run(ws, engine, [SECOND]) == ["grouped"]
-    assert [e.new_data.offset_interval.end for e in data_events(ws.open("d"))] == [3, 9]
+    assert [e.new_data.offset_interval.end for e in data_events(ws.open("d"))] == [4, 12]
 
 
 def test_a_missing_or_stale_group_state_is_rebuilt(tmp_path, engine) -> None:
