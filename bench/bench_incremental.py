@@ -5,7 +5,7 @@ rows and then to ``--rows * --growth``; a root ``dims`` of 10,000 rows. Three de
 
 * ``filtered``: ``WHERE value % 10 < 3`` (stateless: the incremental path);
 * ``joined``: ``events JOIN dims ON dim_key`` (mode ``join``: the new events joined with the dimension's state);
-* ``grouped``: ``GROUP BY dim_key`` with count and sum (mode ``grouped``: full for now).
+* ``grouped``: ``GROUP BY dim_key`` with count, sum and max (mode ``grouped``: per-group partials).
 
 At each size, after the derivatives caught up, ``--rounds`` interleaved pairs of updates are timed per
 derivative: an update of ``--update`` x rows new records (a tenth of them Snapshot-style ``-C``/``+C``

@@ -61,7 +61,7 @@ def run(
         False,
         "--full-refresh",
         help="Recompute every selected derivative over its inputs' whole states instead of only their "
-        "new records (the stateless and join paths); the result is the same.",
+        "new records (the stateless, grouped and join paths); the result is the same.",
     ),
 ) -> None:
     """Apply the manifests, then bring every selected dataset's data up to date, inputs first.

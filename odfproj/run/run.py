@@ -235,7 +235,7 @@ def run_project(
     or breaks Schema Evolution stops the run before its SetTransform is appended. Setting ``cancel``
     (from a signal handler, another thread) stops the run between datasets. ``full_refresh`` makes
     every selected derivative recompute its query over its inputs' whole states (the full path), even
-    a stateless one that would read only the new records.
+    a stateless or grouped one that would read only the new records.
     """
     started = datetime.now(UTC)
     clock = time.monotonic()

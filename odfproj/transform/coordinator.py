@@ -8,29 +8,32 @@
    interval ``(prevOffset, newOffset]`` since the derivative's last ExecuteTransform;
 3. does nothing (no Spark work) when no input has new records and the transform is unchanged; commits
    a data-less ExecuteTransform when only the inputs' watermarks moved;
-4. otherwise, for a stateless query under an unchanged SetTransform, runs it over the inputs' new
-   records only (:mod:`odfproj.transform.incremental`), for a join query over the new records and the
-   other inputs' states (:mod:`odfproj.transform.joins`); for any other query (or ``full_refresh``)
+4. otherwise, under an unchanged SetTransform, takes the incremental path of the query's mode: the
+   inputs' new records only (``stateless``, :mod:`odfproj.transform.incremental`), merged into per-group
+   partials (``grouped``, :mod:`odfproj.transform.grouped`) or joined with the other inputs' states
+   (``join``, :mod:`odfproj.transform.joins`); for any other query (or ``full_refresh``)
    recomputes it over the inputs' full current states and diffs it with the derivative's own current
    state (:mod:`odfproj.transform.execute`); either way commits the difference as one data slice,
    plus a SetDataSchema before the first data and whenever the query added columns
    (:func:`odfproj.storage.data_commit.commit_data`, the commit ingest uses too).
 
-See docs/design/transforms.md for why the whole state is recomputed (batch independence), and why the
-incremental paths write the same blocks.
+See docs/design/transforms.md for why the whole state is recomputed (batch independence).
 """
 
 from __future__ import annotations
 
 import tempfile
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from odfproj.engine.spark import SparkEngine, translating_errors
+from odfproj.errors import OdfprojError
 from odfproj.odf import model
 from odfproj.odf.data_schema import Vocab
+from odfproj.odf.multiformats import Multihash
 from odfproj.odf.timestamps import to_utc
 from odfproj.state.frames import changelog_as_of, changelog_between, read_changelog_frame
 from odfproj.storage.data_commit import commit_data, next_offset
@@ -39,6 +42,7 @@ from odfproj.storage.projection import ChainProjection, InputPosition
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.errors import TransformError
 from odfproj.transform.execute import compute_changes, write_changes
+from odfproj.transform.grouped import GroupedUpdate, grouped_changes, keep_group_state
 from odfproj.transform.incremental import stateless_changes
 from odfproj.transform.inputs import resolve_inputs
 from odfproj.transform.joins import JoinInput, join_changes
@@ -46,7 +50,7 @@ from odfproj.transform.joins import JoinInput, join_changes
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
 __all__ = ["InputSlice", "TransformOutcome", "plan_inputs", "update_derivative"]
 
@@ -61,9 +65,9 @@ class TransformOutcome:
     committed: bool
     #: Why, in a few words, for run reports.
     reason: str
-    #: How the records were computed: ``stateless`` (the inputs' new records only), ``join`` (the new
-    #: records joined with the other inputs' states), ``full`` (recompute and diff), or ``""`` when no
-    #: query ran.
+    #: How the records were computed: ``stateless`` (the inputs' new records only), ``grouped``
+    #: (per-group partials and new records), ``join`` (the new records joined with the other inputs'
+    #: states), ``full`` (recompute and diff), or ``""`` when no query ran.
     mode: str = ""
     #: Why an incremental mode ran in full this time (``input d on the optional side of an outer join has
     #: new records``), or ``""``; the reason ends with it too.
@@ -204,14 +208,19 @@ def update_derivative(
         with translating_errors(f"transform of {name}"):
             vocab = Vocab.of(p.set_vocab)
             changes, mode, why_full = None, "full", None
+            grouped: GroupedUpdate | None = None
             if not (full_refresh or changed):
                 changes, mode = _stateless_changes(engine, transform, p, slices, name), "stateless"
                 if changes is None:
+                    grouped = _grouped_changes(engine, transform, dataset, p, slices, name)
+                    if grouped is not None:
+                        changes, mode, why_full = grouped.changes, "grouped", grouped.reason
+                if changes is None and grouped is None:
                     (changes, why_full), mode = _join_changes(engine, transform, p, slices, name), "join"
             if changes is None:
                 changes, mode = _full_changes(engine, transform, dataset, p, slices, name), "full"
             written = write_changes(changes, next_offset(p), system_time, path, p.arrow_schema, vocab)
-        commit_data(
+        head = commit_data(
             dataset,
             p,
             model.ExecuteTransform(query_inputs=query_inputs, new_watermark=watermark),
@@ -220,6 +229,10 @@ def update_derivative(
             records=written.count,
             schema=written.schema,
         )
+    # Best effort, like the state index: the block is committed, and a group state that is not
+    # written is found stale by its stamp and rebuilt by the next update.
+    with suppress(OdfprojError), translating_errors(f"transform of {name} (its group state)"):
+        _keep_group_state(engine, transform, dataset, head, slices, grouped if mode == "grouped" else None)
     why_full = why_full or ""
     note = f" (full: {why_full})" if why_full else ""
     if written.count:
@@ -233,6 +246,16 @@ def _input_vocabs(slices: list[InputSlice]) -> dict[str, Vocab]:
     return {s.alias: Vocab.of(s.projection.set_vocab) for s in slices}
 
 
+def _histories(engine: SparkEngine, slices: list[InputSlice]) -> dict[str, DataFrame]:
+    """Each input's changelog up to its current head and last offset (what the full path reads)."""
+    return {
+        s.alias: read_changelog_frame(
+            engine.session, changelog_as_of(s.dataset, s.projection.head, s.projection.last_offset)
+        )
+        for s in slices
+    }
+
+
 def _full_changes(
     engine: SparkEngine,
     transform: model.TransformSql,
@@ -243,12 +266,7 @@ def _full_changes(
 ) -> DataFrame:
     """The full path: the query over the inputs' whole current states, diffed with the derivative's own."""
     session = engine.session
-    histories = {
-        s.alias: read_changelog_frame(
-            session, changelog_as_of(s.dataset, s.projection.head, s.projection.last_offset)
-        )
-        for s in slices
-    }
+    histories = _histories(engine, slices)
     own = None
     if p.has_data:
         own = read_changelog_frame(session, changelog_as_of(dataset, p.head, p.last_offset))
@@ -261,14 +279,6 @@ def _full_changes(
         vocab=Vocab.of(p.set_vocab),
         input_vocabs=_input_vocabs(slices),
     )
-
-
-def _new_records(session: SparkSession, s: InputSlice) -> DataFrame:
-    """The input's records after the consumed offset (an empty frame when it has none)."""
-    view = changelog_between(
-        s.dataset, s.projection.head, s.query_input.prev_offset, s.projection.last_offset
-    )
-    return read_changelog_frame(session, view)
 
 
 def _stateless_changes(
@@ -285,16 +295,84 @@ def _stateless_changes(
     """
     if not p.has_data or p.arrow_schema is None:
         return None
-    new_records = {s.alias: _new_records(engine.session, s) for s in slices}
     return stateless_changes(
         engine,
         transform,
-        new_records,
+        _new_records(engine, slices),
         p.arrow_schema,
         where=f"dataset {name}",
         vocab=Vocab.of(p.set_vocab),
         input_vocabs=_input_vocabs(slices),
     )
+
+
+def _new_records(engine: SparkEngine, slices: list[InputSlice]) -> dict[str, DataFrame]:
+    """Each input's records after the offset the derivative consumed (the incremental paths' reads)."""
+    return {s.alias: _slice_records(engine, s) for s in slices}
+
+
+def _slice_records(engine: SparkEngine, s: InputSlice) -> DataFrame:
+    """One input's records after the consumed offset (an empty frame when it has none)."""
+    view = changelog_between(
+        s.dataset, s.projection.head, s.query_input.prev_offset, s.projection.last_offset
+    )
+    return read_changelog_frame(engine.session, view)
+
+
+def _consumed(engine: SparkEngine, slices: list[InputSlice]) -> dict[str, DataFrame]:
+    """Each input's changelog up to what the derivative consumed (an empty frame for nothing consumed)."""
+    frames = {}
+    for s in slices:
+        view = changelog_as_of(s.dataset, s.query_input.prev_block_hash, s.query_input.prev_offset)
+        frames[s.alias] = read_changelog_frame(engine.session, view, view.schema or s.projection.arrow_schema)
+    return frames
+
+
+def _grouped_changes(
+    engine: SparkEngine,
+    transform: model.TransformSql,
+    dataset: Dataset,
+    p: ChainProjection,
+    slices: list[InputSlice],
+    name: str,
+) -> GroupedUpdate | None:
+    """The grouped path (:mod:`odfproj.transform.grouped`); ``None`` when the query is not grouped.
+
+    Like the stateless path, only for a derivative with data under an unchanged SetTransform.
+    """
+    if not p.has_data or p.arrow_schema is None:
+        return None
+    return grouped_changes(
+        engine,
+        transform,
+        _new_records(engine, slices),
+        lambda: _consumed(engine, slices),
+        dataset,
+        p.arrow_schema,
+        where=f"dataset {name}",
+        vocab=Vocab.of(p.set_vocab),
+        input_vocabs=_input_vocabs(slices),
+    )
+
+
+def _keep_group_state(
+    engine: SparkEngine,
+    transform: model.TransformSql,
+    dataset: Dataset,
+    head: Multihash,
+    slices: list[InputSlice],
+    grouped: GroupedUpdate | None,
+) -> None:
+    """Keep a grouped derivative's group state current with the block just committed at ``head``.
+
+    After the grouped path, its merged groups; after the full path, a rebuild from the inputs as
+    this block consumed them (nothing for a query that is not grouped). A crash before this ends
+    leaves a state stamped with an older head, which the next update rebuilds: never a wrong answer.
+    """
+    if grouped is not None:
+        grouped.keep(dataset, head)
+        return
+    keep_group_state(engine, transform, _histories(engine, slices), dataset, head, _input_vocabs(slices))
 
 
 def _join_changes(
@@ -317,7 +395,7 @@ def _join_changes(
         JoinInput(
             s.alias,
             Vocab.of(s.projection.set_vocab),
-            _new_records(session, s) if s.has_new_records else None,
+            _slice_records(engine, s) if s.has_new_records else None,
             before=as_of(s, s.query_input.prev_offset),
             after=as_of(s, s.projection.last_offset),
         )

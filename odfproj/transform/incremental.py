@@ -34,10 +34,10 @@ from odfproj.transform.modes import query_mode
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["signed_changes", "stateless_changes"]
+__all__ = ["signed_changes", "stateless_changes", "stored_columns"]
 
 
-def _stored_columns(declared: pa.Schema, vocab: Vocab) -> pa.Schema:
+def stored_columns(declared: pa.Schema, vocab: Vocab) -> pa.Schema:
     """The derivative's state columns (standard names, stored order) as Spark reads its files."""
     from pyspark.sql import types as T
 
@@ -93,7 +93,7 @@ def signed_changes(
     from pyspark.sql import functions as F
 
     added, withdrawn = check_result(added, where, vocab), check_result(withdrawn, where, vocab)
-    stored = _stored_columns(declared, vocab)
+    stored = stored_columns(declared, vocab)
     if (
         set(added.columns) != set(stored.names)
         or diff_columns(stored, arrow_schema_from_spark(added.schema)).problems()

@@ -38,6 +38,7 @@ import pyarrow as pa
 from odfproj.engine.dialects import translated_queries
 from odfproj.engine.spark import analysed_plan_json
 from odfproj.odf import model
+from odfproj.transform.aggregation import NotSplittable, split_grouped
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -215,6 +216,9 @@ class _Classifier:
                 raise self.full("UNION ALL of aggregations or joins", step)
             return Mode.STATELESS
         if kind == "Aggregate":
+            unmergeable = _unmergeable_aggregate(node)
+            if unmergeable is not None:
+                raise self.full(unmergeable, step)
             below = self.mode(node.children[0], step)
             if below is Mode.GROUPED:
                 raise self.full("nested aggregation", step)
@@ -249,6 +253,53 @@ class _Classifier:
         if optional is not None:
             self.fixed |= sides[optional]
         return Mode.JOIN
+
+
+#: The aggregate functions whose per-group partials merge exactly (see ``transform/grouped.py``).
+_MERGEABLE_AGGREGATES = frozenset({"Count", "Sum", "Min", "Max"})
+_FLOATING = frozenset({"double", "float"})
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _unmergeable_aggregate(node: _Node) -> str | None:
+    """The first aggregate of an ``Aggregate`` node whose partials cannot be merged exactly, named.
+
+    ``avg`` (and every other function but count, sum, min and max), a ``DISTINCT`` aggregate, or a
+    ``sum`` whose argument is floating-point (its value depends on the order rows are added in).
+    """
+    for expression in node.fields.get("aggregateExpressions") or ():
+        nodes = [n for n in expression if isinstance(n, dict)] if isinstance(expression, list) else []
+        if not nodes:
+            continue
+        pending = [_tree(nodes)]
+        while pending:
+            current = pending.pop()
+            pending.extend(current.children)
+            if current.kind != "AggregateExpression" or not current.children:
+                continue
+            function = current.children[0]
+            name = {"Average": "avg"}.get(function.kind, _snake(function.kind))
+            if function.kind not in _MERGEABLE_AGGREGATES:
+                return f"{name} aggregate"
+            if current.fields.get("isDistinct"):
+                return f"DISTINCT {name} aggregate"
+            if function.kind == "Sum" and function.children and _floating(function.children[0]):
+                return "sum over a floating-point value"
+    return None
+
+
+def _floating(node: _Node) -> bool:
+    """Whether an expression is floating-point, as far as its plan says (a typed node, or arithmetic
+    over one); an expression whose type the plan does not state is checked when it runs."""
+    data_type = node.fields.get("dataType")
+    if isinstance(data_type, str):
+        return data_type in _FLOATING
+    if node.kind in ("Add", "Subtract", "Multiply", "Divide", "Remainder", "Pmod", "UnaryMinus", "Abs"):
+        return node.kind == "Divide" or any(_floating(c) for c in node.children)
+    return False
 
 
 def _view_name(node: _Node) -> str | None:
@@ -318,4 +369,22 @@ def query_mode(transform: model.TransformSql, result: DataFrame) -> QueryMode:
     plan = analysed_plan_json(result)
     if plan is None:
         return QueryMode(Mode.FULL, "a plan odfproj cannot read (not writable as JSON, or on Spark Connect)")
-    return classify_plan(plan, [step.alias for step in translated_queries(transform)])
+    mode = classify_plan(plan, [step.alias for step in translated_queries(transform)])
+    return grouped_mode(mode, transform)
+
+
+def grouped_mode(mode: QueryMode, transform: model.TransformSql) -> QueryMode:
+    """``mode``, unless it is ``grouped`` and the grouped path cannot keep the query: then ``full``, named.
+
+    So the mode the plan shows is the path ``run`` takes: an aggregate whose partials do not merge
+    exactly (``avg``, ``DISTINCT``, ``collect_list``...) or a shape the split does not know
+    (:mod:`odfproj.transform.aggregation`). Types (a ``sum`` over ``DOUBLE``) are checked where the
+    split is analysed (:func:`odfproj.transform.grouped.check_grouped`).
+    """
+    if mode.mode is not Mode.GROUPED:
+        return mode
+    try:
+        split_grouped(transform)
+    except NotSplittable as e:
+        return QueryMode(Mode.FULL, e.construct)
+    return mode

@@ -32,6 +32,7 @@ from odfproj.odf import data_schema, model
 from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_TIME, Vocab
 from odfproj.transform.errors import TransformError
 from odfproj.transform.execute import check_result, output_schema
+from odfproj.transform.grouped import checked_mode
 from odfproj.transform.modes import CheckedQuery, query_mode
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ def check_derivative_query(
             empty = scope.session.createDataFrame([], spark_schema_from_arrow(state_schema(schema)))
             scope.register(alias, empty)
         analysed = scope.run(transform)
-        mode = query_mode(transform, analysed)
+        mode = checked_mode(query_mode(transform, analysed), transform, scope.run)
         result = check_result(analysed, where, vocab)
         _refuse_unstorable(result, where)
         columns = [EVENT_TIME, *(c for c in result.columns if c != EVENT_TIME)]

@@ -157,3 +157,58 @@ def spark_examples(count: int) -> settings:
         phases=(Phase.explicit, Phase.reuse, Phase.generate),
         suppress_health_check=[HealthCheck.function_scoped_fixture],
     )
+
+
+A, R, CF, CT = 0, 1, 2, 3
+
+
+def update_after_each(
+    ws: Workspace, engine, batches: list[list[Record]], *, full_refresh: bool = False, minute: int = 1
+) -> list[str]:
+    """Commit each batch to the root ``r`` and update the derivative ``d`` after it, at ``minute``, the
+    next minute...; the modes the updates took (what the incremental paths' tests drive)."""
+    from odfproj.transform.coordinator import update_derivative
+
+    modes = []
+    for n, batch in enumerate(batches, start=minute):
+        now = T0 + timedelta(minutes=n)
+        add_records(ws.open("r"), ws.root / "scratch", batch, now)
+        modes.append(update_derivative(ws, "d", engine, now, full_refresh=full_refresh).mode)
+    return modes
+
+
+def block_hashes(ws: Workspace) -> list[tuple]:
+    """Every ExecuteTransform's data of ``d`` (logical hash, offsets) or None: what must not depend on the path."""
+    return [
+        (e.new_data.logical_hash, e.new_data.offset_interval) if e.new_data is not None else None
+        for e in data_events(ws.open("d"))
+    ]
+
+
+def valid_changes(draw, values, steps: tuple[int, int], max_cuts: int) -> list[list[Record]]:
+    """Hypothesis: records ``(op, hour, k, v)`` of a root that retracts and corrects only current rows,
+    cut into at most ``max_cuts + 1`` batches (a ``-C``/``+C`` pair stays in one); ``values`` draws ``v``."""
+    from hypothesis import strategies as st
+
+    current: list[tuple] = []
+    groups: list[list[Record]] = []
+    for _ in range(draw(st.integers(*steps))):
+        kind = draw(st.sampled_from(("add", "add", "retract", "correct"))) if current else "add"
+        new = (draw(st.integers(0, 5)), draw(st.sampled_from("abc")), draw(values))
+        if kind == "add":
+            current.append(new)
+            groups.append([(A, *new)])
+        else:
+            old = current.pop(draw(st.integers(0, len(current) - 1)))
+            if kind == "retract":
+                groups.append([(R, *old)])
+            else:
+                current.append(new)
+                groups.append([(CF, *old), (CT, *new)])
+    cuts = (
+        draw(st.lists(st.integers(1, len(groups) - 1), max_size=max_cuts, unique=True))
+        if len(groups) > 1
+        else []
+    )
+    bounds = [0, *sorted(cuts), len(groups)]
+    return [[r for g in groups[a:b] for r in g] for a, b in itertools.pairwise(bounds)]

@@ -143,4 +143,39 @@ CASES: tuple[Case, ...] = (
         "full: nested aggregation in step 2",
     ),
     ("except", ((None, "SELECT event_time, k FROM a EXCEPT SELECT event_time, k FROM b"),), "full: EXCEPT"),
+    (
+        "avg",
+        ((None, "SELECT max(event_time) AS event_time, k, avg(v) AS mean FROM a GROUP BY k"),),
+        "full: avg aggregate",
+    ),
+    (
+        "count-distinct",
+        ((None, "SELECT max(event_time) AS event_time, k, count(DISTINCT v) AS n FROM a GROUP BY k"),),
+        "full: DISTINCT count aggregate",
+    ),
+    (
+        "sum-double",
+        ((None, "SELECT max(event_time) AS event_time, k, sum(v * 0.5D) AS total FROM a GROUP BY k"),),
+        "full: sum over a floating-point value",
+    ),
+    (
+        "collect-list-step-2",
+        (
+            ("s1", "SELECT event_time, k, v FROM a WHERE v > 1"),
+            (None, "SELECT max(event_time) AS event_time, k, collect_list(v) AS vs FROM s1 GROUP BY k"),
+        ),
+        "full: collect_list aggregate in step 2",
+    ),
+    (
+        "grouped-step-2",
+        (
+            ("s1", "SELECT event_time, upper(k) AS k, v FROM a WHERE v > 1"),
+            (
+                None,
+                "SELECT k, min(v) AS lo, sum(v) AS total, count(v) AS n, max(event_time) AS event_time "
+                "FROM s1 GROUP BY k HAVING sum(v) > 10",
+            ),
+        ),
+        "grouped",
+    ),
 )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,11 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from odfproj.storage.workspace import Workspace
-from odfproj.transform.coordinator import update_derivative
 from odfproj.transform.reproduce import reproduce_all
 from tests.transform.helpers import (
-    T0,
-    add_records,
+    CF,
+    CT,
+    A,
+    R,
+    block_hashes,
     create_derivative,
     create_root,
     current_rows,
@@ -26,11 +26,12 @@ from tests.transform.helpers import (
     read_records,
     schema_with,
     spark_examples,
+    valid_changes,
 )
+from tests.transform.helpers import update_after_each as run
 
 pytestmark = pytest.mark.spark
 
-A, R, CF, CT = 0, 1, 2, 3
 ROOT_SCHEMA = schema_with(("k", pa.string()), ("v", pa.int64()))
 #: Stateless: two filtered projections of the same input, UNION ALL (rows can occur twice).
 QUERY = (
@@ -51,24 +52,6 @@ def make(ws_dir: Path, query: str = QUERY) -> Workspace:
     root = create_root(ws, "r", ROOT_SCHEMA)
     create_derivative(ws, "d", {"r": root}, (None, query))
     return ws
-
-
-def run(ws: Workspace, engine, batches: list[list[tuple]], *, full_refresh: bool = False) -> list[str]:
-    """Commit each batch to the root and update the derivative after it; the modes the updates took."""
-    modes = []
-    for n, batch in enumerate(batches, start=1):
-        now = T0 + timedelta(minutes=n)
-        add_records(ws.open("r"), ws.root / "scratch", batch, now)
-        modes.append(update_derivative(ws, "d", engine, now, full_refresh=full_refresh).mode)
-    return modes
-
-
-def block_hashes(ws: Workspace) -> list[tuple]:
-    """Every ExecuteTransform's data (logical hash, offsets) or None: what must not depend on the path."""
-    return [
-        (e.new_data.logical_hash, e.new_data.offset_interval) if e.new_data is not None else None
-        for e in data_events(ws.open("d"))
-    ]
 
 
 FIRST = [(A, 0, "a", 1), (A, 1, "b", 7), (A, 1, "b", 7), (A, 2, "c", 9), (A, 3, "d", 4)]
@@ -123,51 +106,33 @@ def test_no_history_is_read(tmp_path, engine) -> None:
 
 
 def test_queries_that_are_not_stateless_take_the_full_path(tmp_path, engine) -> None:
-    grouped = "SELECT max(event_time) AS event_time, k, sum(v) AS total FROM r GROUP BY k"
+    # A window over a grouped query: full (a plain GROUP BY has a path of its own, test_grouped.py).
+    grouped = (
+        "SELECT max(event_time) AS event_time, k, sum(v) AS total, "
+        "rank() OVER (ORDER BY sum(v)) AS r FROM r GROUP BY k"
+    )
     ws = make(tmp_path / "ws", grouped)
     assert run(ws, engine, [FIRST, SECOND]) == ["full", "full"]
     assert sorted(r[1:] for r in current_rows(ws.open("d"))) == [
-        ("a", 8),
-        ("b", 7),
-        ("c", 9),
-        ("d", 4),
-        ("e", 6),
+        ("a", 8, 4),
+        ("b", 7, 3),
+        ("c", 9, 5),
+        ("d", 4, 1),
+        ("e", 6, 2),
     ]
 
 
 @st.composite
-def changes(draw) -> tuple[list[tuple], list[int]]:
-    """Valid root records (retractions and corrections of rows that are current) and where batches end."""
-    current: list[tuple] = []
-    groups: list[list[tuple]] = []
-    for _ in range(draw(st.integers(3, 10))):
-        kind = draw(st.sampled_from(("add", "add", "retract", "correct"))) if current else "add"
-        new = (draw(st.integers(0, 5)), draw(st.sampled_from("abc")), draw(st.integers(0, 9)))
-        if kind == "add":
-            current.append(new)
-            groups.append([(A, *new)])
-        else:
-            old = current.pop(draw(st.integers(0, len(current) - 1)))
-            if kind == "retract":
-                groups.append([(R, *old)])
-            else:  # a -C/+C pair stays in one batch
-                current.append(new)
-                groups.append([(CF, *old), (CT, *new)])
-    cuts = draw(st.lists(st.integers(1, len(groups) - 1), max_size=2, unique=True)) if len(groups) > 1 else []
-    bounds = [0, *sorted(cuts), len(groups)]
-    batches = [[r for g in groups[a:b] for r in g] for a, b in itertools.pairwise(bounds)]
-    return [r for g in groups for r in g], [len(b) for b in batches]
+def changes(draw) -> list[list[tuple]]:
+    """Valid root records (retractions and corrections of rows that are current) in random batches."""
+    return valid_changes(draw, st.integers(0, 9), (3, 10), 2)
 
 
 @spark_examples(3)
-@given(drawn=changes())
-def test_random_batches_give_full_and_one_batch_results(tmp_path_factory, engine, drawn) -> None:
+@given(batches=changes())
+def test_random_batches_give_full_and_one_batch_results(tmp_path_factory, engine, batches) -> None:
     """Hypothesis: stateless in random batches == full refresh block for block == one batch's state."""
-    records, sizes = drawn
-    batches, start = [], 0
-    for size in sizes:
-        batches.append(records[start : start + size])
-        start += size
+    records = [r for batch in batches for r in batch]
     incremental = make(tmp_path_factory.mktemp("inc"))
     full = make(tmp_path_factory.mktemp("full"))
     one = make(tmp_path_factory.mktemp("one"))

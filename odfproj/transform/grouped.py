@@ -1,0 +1,512 @@
+"""The grouped path: a ``GROUP BY`` derivative updated from per-group partial aggregates and new rows only.
+
+A grouped query (:mod:`odfproj.transform.aggregation`) is split into a stateless *pre-aggregation*
+(keys ``k_i`` and aggregate arguments ``a_j`` per input row) and a *final projection* over one row per
+group. Per group the derivative keeps, in its group state (:mod:`odfproj.state.group_state`), the row
+count and partials that merge exactly:
+
+- ``count(x)``: the number of non-null ``x`` (``count(*)``: the row count);
+- ``sum(x)`` over integers or decimals: that count and the exact sum in ``DECIMAL(37, scale)``, cast to
+  Spark's result type at the end;
+- ``min(x)``/``max(x)``: that count, the extreme value and how many rows hold it.
+
+An update runs the pre-aggregation over the rows the inputs' new records add (``D+``) and withdraw
+(``D-``), exactly as the stateless path does, partially aggregates both, and merges them into the
+stored partials: counts and sums add and subtract (exact integers, so the order of batches cannot
+matter), an extreme is replaced by a better added value, and a withdrawn row at the extreme lowers its
+count. When a group's last row at its extreme is withdrawn while other values remain, the new extreme
+is unknown without the group's rows: that update takes the full path (correct, just not incremental),
+and so does a sum that leaves its result type's range. For the touched groups only, the final
+projection over the old partials counts -1 and over the new ones +1, through the same ``net_changes``
+as the other paths: the block equals the full recomputation's, record for record, so ``verify
+--reproduce`` reproduces it and the result does not depend on how the inputs were split into blocks.
+A group whose row count falls to 0 disappears (its output row is retracted); a global aggregate's one
+group always exists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from odfproj.engine.errors import InvalidQueryError
+from odfproj.engine.spark import SparkEngine
+from odfproj.engine.types import arrow_schema_from_spark
+from odfproj.odf import model
+from odfproj.odf.data_schema import Vocab
+from odfproj.odf.multiformats import Multihash
+from odfproj.odf.schema_diff import diff_columns
+from odfproj.state.group_state import FORMAT, load_group_state, save_group_state
+from odfproj.state.projections import COUNT, column, query_state, signed_states
+from odfproj.storage.dataset import Dataset
+from odfproj.transform.aggregation import (
+    PREFIX,
+    ROWS,
+    GroupedQuery,
+    NotSplittable,
+    split_grouped,
+    value_column,
+)
+from odfproj.transform.execute import check_result, net_changes, row_counts
+from odfproj.transform.incremental import stored_columns
+from odfproj.transform.modes import Mode, QueryMode, query_mode
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import DataType
+
+__all__ = ["GroupedUpdate", "check_grouped", "checked_mode", "grouped_changes", "keep_group_state"]
+
+_TAG = f"{PREFIX}tag"
+_TOUCHED = f"{PREFIX}touched"
+_UNSAFE = f"{PREFIX}unsafe"
+_GROUPS = f"{PREFIX}groups"
+_OLD, _ADDED, _WITHDRAWN = 0, 1, 2
+
+
+def _n(j: int) -> str:
+    return f"{PREFIX}n{j}"
+
+
+def _s(j: int) -> str:
+    return f"{PREFIX}s{j}"
+
+
+def _e(j: int) -> str:
+    return f"{PREFIX}e{j}"
+
+
+def _c(j: int) -> str:
+    return f"{PREFIX}c{j}"
+
+
+@dataclass(frozen=True)
+class _Analysed:
+    """A split whose pre-aggregation Spark analysed: each aggregate's result and accumulator types."""
+
+    split: GroupedQuery
+    #: Spark's result type of each aggregate (``count``: bigint; ``sum``: by its argument; ``min``/``max``: its argument's).
+    results: tuple[DataType, ...]
+    #: The exact accumulator of each ``sum`` (``DECIMAL(37, scale)``), ``None`` for the others.
+    accumulators: tuple[DataType | None, ...]
+
+    @property
+    def fingerprint(self) -> str:
+        """What the stored group state must have been built for: the split, its types, the format."""
+        text = json.dumps(
+            [FORMAT, repr(self.split), [t.simpleString() if t else None for t in self.accumulators]]
+        )
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def partial_columns(self) -> list[str]:
+        columns = [ROWS]
+        for j, aggregate in enumerate(self.split.aggregates):
+            if aggregate.kind == "rows":
+                continue
+            columns.append(_n(j))
+            if aggregate.kind == "sum":
+                columns.append(_s(j))
+            elif aggregate.kind in ("min", "max"):
+                columns += [_e(j), _c(j)]
+        return columns
+
+
+def check_grouped(split: GroupedQuery, pre: DataFrame) -> _Analysed:
+    """The types of ``split``'s aggregates over ``pre``, its analysed pre-aggregation (nothing runs).
+
+    :class:`NotSplittable` for a ``sum`` that is not over integers or decimals: a floating-point sum
+    depends on the order values are added in, so its partials do not merge exactly.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    results: list[DataType] = []
+    accumulators: list[DataType | None] = []
+    for aggregate in split.aggregates:
+        if aggregate.kind in ("rows", "count"):
+            results.append(T.LongType())
+            accumulators.append(None)
+            continue
+        assert aggregate.argument is not None
+        argument = pre.schema[aggregate.argument].dataType
+        if aggregate.kind == "sum":
+            if isinstance(argument, T.DecimalType) and argument.scale <= 30:
+                accumulators.append(T.DecimalType(37, argument.scale))
+            elif isinstance(argument, T.IntegralType):
+                accumulators.append(T.DecimalType(37, 0))
+            else:
+                raise NotSplittable(f"sum over {argument.simpleString().upper()}")
+            results.append(pre.select(F.sum(column(aggregate.argument))).schema[0].dataType)
+        else:
+            if isinstance(argument, T.MapType):
+                raise NotSplittable(f"{aggregate.kind} over a map")
+            results.append(argument)
+            accumulators.append(None)
+    return _Analysed(split, tuple(results), tuple(accumulators))
+
+
+def grouped_split(
+    engine: SparkEngine, transform: model.TransformSql, inputs: Mapping[str, DataFrame]
+) -> _Analysed:
+    """``transform`` split and its pre-aggregation analysed over ``inputs`` (views by alias); raises
+    :class:`NotSplittable`."""
+    split = split_grouped(transform)
+    return check_grouped(split, _analysed_pre_aggregation(lambda t: engine.query(inputs, t), split))
+
+
+def _analysed_pre_aggregation(
+    run: Callable[[model.TransformSql], DataFrame], split: GroupedQuery
+) -> DataFrame:
+    """The pre-aggregation analysed by ``run``; one Spark refuses (a split it reads otherwise than the
+    query, say) is :class:`NotSplittable`: the query then runs in full, as written."""
+    try:
+        return run(split.pre_aggregation_transform())
+    except InvalidQueryError:
+        raise NotSplittable("a grouped query odfproj cannot split") from None
+
+
+def checked_mode(
+    mode: QueryMode, transform: model.TransformSql, run: Callable[[model.TransformSql], DataFrame]
+) -> QueryMode:
+    """``mode``, or ``full`` (named) when a ``grouped`` query's aggregates have types whose partials do
+    not merge exactly; ``run`` analyses a transform over the same inputs (a query scope's ``run``).
+
+    What ``plan`` shows, so that it names the path ``run`` will take.
+    """
+    if mode.mode is not Mode.GROUPED:
+        return mode
+    try:
+        split = split_grouped(transform)
+        check_grouped(split, _analysed_pre_aggregation(run, split))
+    except NotSplittable as e:
+        return QueryMode(Mode.FULL, e.construct)
+    return mode
+
+
+def _partials(pre: DataFrame, analysed: _Analysed) -> DataFrame:
+    """Per group of ``pre`` (pre-aggregated rows): the row count and every aggregate's partials."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    split = analysed.split
+    keys = [column(k) for k in split.keys]
+    frame = pre
+    extremes = [j for j, a in enumerate(split.aggregates) if a.kind in ("min", "max")]
+    if extremes:
+        window = Window.partitionBy(*keys) if keys else Window.partitionBy(F.lit(0))
+        for j in extremes:
+            aggregate = split.aggregates[j]
+            extreme = F.min if aggregate.kind == "min" else F.max
+            frame = frame.withColumn(_e(j), extreme(column(aggregate.argument or "")).over(window))
+    sums = [F.count(F.lit(1)).cast("long").alias(ROWS)]
+    for j, aggregate in enumerate(split.aggregates):
+        if aggregate.kind == "rows":
+            continue
+        argument = column(aggregate.argument or "")
+        sums.append(F.count(argument).cast("long").alias(_n(j)))
+        accumulator = analysed.accumulators[j]
+        if accumulator is not None:
+            sums.append(F.sum(argument.cast(accumulator)).cast(accumulator).alias(_s(j)))
+        elif aggregate.kind in ("min", "max"):
+            at_extreme = argument.isNotNull() & (argument == column(_e(j)))
+            sums.append(F.min(column(_e(j))).alias(_e(j)))
+            sums.append(F.sum(F.when(at_extreme, 1).otherwise(0)).cast("long").alias(_c(j)))
+    return frame.groupBy(*keys).agg(*sums)
+
+
+def _merged(old: DataFrame, added: DataFrame, withdrawn: DataFrame, analysed: _Analysed) -> DataFrame:
+    """Per group: the old partials (prefixed by tag 0), the new ones, whether touched, whether unsafe.
+
+    Unsafe: a min/max lost every row at its extreme while other values remain (the new extreme is
+    unknown without the group's rows), a sum left its accumulator's or result type's range, or a count
+    went negative (inputs that withdraw rows they never held): the full path must run.
+    """
+    from pyspark.sql import functions as F
+
+    split = analysed.split
+    keys = split.keys
+    partials = analysed.partial_columns()
+    tagged = (
+        old.select(*[column(c) for c in (*keys, *partials)])
+        .withColumn(_TAG, F.lit(_OLD))
+        .unionByName(added.withColumn(_TAG, F.lit(_ADDED)))
+        .unionByName(withdrawn.withColumn(_TAG, F.lit(_WITHDRAWN)))
+    )
+
+    def tagged_name(name: str, tag: int) -> str:
+        return f"{name}@{tag}"
+
+    gathered = tagged.groupBy(*[column(k) for k in keys]).agg(
+        *[
+            F.max(F.when(column(_TAG) == tag, column(c))).alias(tagged_name(c, tag))
+            for c in partials
+            for tag in (_OLD, _ADDED, _WITHDRAWN)
+        ],
+        *[
+            F.max(F.when(column(_TAG) == tag, F.lit(True))).alias(tagged_name(_TAG, tag))
+            for tag in (_OLD, _ADDED, _WITHDRAWN)
+        ],
+    )
+
+    def value(name: str, tag: int) -> Column:
+        return column(tagged_name(name, tag))
+
+    def counted(name: str, tag: int) -> Column:
+        return F.coalesce(value(name, tag), F.lit(0).cast("long"))
+
+    def net(name: str) -> Column:
+        return counted(name, _OLD) + counted(name, _ADDED) - counted(name, _WITHDRAWN)
+
+    new: dict[str, Column] = {ROWS: net(ROWS)}
+    unsafe = [net(ROWS) < 0]
+    for j, aggregate in enumerate(split.aggregates):
+        if aggregate.kind == "rows":
+            continue
+        new[_n(j)] = net(_n(j))
+        unsafe.append(new[_n(j)] < 0)
+        accumulator = analysed.accumulators[j]
+        if accumulator is not None:
+            zero = F.lit(0).cast(accumulator)
+            total = (
+                F.coalesce(value(_s(j), _OLD), zero)
+                + F.coalesce(value(_s(j), _ADDED), zero)
+                - F.coalesce(value(_s(j), _WITHDRAWN), zero)
+            ).cast(accumulator)
+            new[_s(j)] = F.when(new[_n(j)] > 0, total)
+            unsafe.append((new[_n(j)] > 0) & (total.isNull() | total.cast(analysed.results[j]).isNull()))
+        elif aggregate.kind in ("min", "max"):
+            old_extreme, old_count = value(_e(j), _OLD), counted(_c(j), _OLD)
+            gone = value(_e(j), _WITHDRAWN)
+            left = old_count - F.when(
+                gone.isNotNull() & (gone == old_extreme), counted(_c(j), _WITHDRAWN)
+            ).otherwise(0)
+            came, came_count = value(_e(j), _ADDED), counted(_c(j), _ADDED)
+            better = (came < old_extreme) if aggregate.kind == "min" else (came > old_extreme)
+            # Every old row at the extreme withdrawn, others left, no added value at least as good:
+            # the new extreme is among the old rows, which are not kept.
+            replaced = F.coalesce((came_count > 0) & (better | (came == old_extreme)), F.lit(False))
+            unsafe.append(
+                (old_count > 0)
+                & (left <= 0)
+                & (counted(_n(j), _OLD) - counted(_n(j), _WITHDRAWN) > 0)
+                & ~replaced
+            )
+            new[_e(j)] = (
+                F.when(came_count <= 0, F.when(left > 0, old_extreme))
+                .when(left <= 0, came)
+                .when(better, came)
+                .otherwise(old_extreme)
+            )
+            new[_c(j)] = (
+                F.when(came_count <= 0, F.when(left > 0, left).otherwise(F.lit(0).cast("long")))
+                .when(left <= 0, came_count)
+                .when(better, came_count)
+                .when(came == old_extreme, left + came_count)
+                .otherwise(left)
+            )
+    touched = F.coalesce(value(_TAG, _ADDED), F.lit(False)) | F.coalesce(
+        value(_TAG, _WITHDRAWN), F.lit(False)
+    )
+    any_unsafe = F.lit(False)
+    for condition in unsafe:
+        any_unsafe = any_unsafe | F.coalesce(condition, F.lit(False))
+    return gathered.select(
+        *[column(k) for k in keys],
+        *[value(c, _OLD).alias(tagged_name(c, _OLD)) for c in partials],
+        F.coalesce(value(_TAG, _OLD), F.lit(False)).alias(tagged_name(_TAG, _OLD)),
+        *[expression.alias(name) for name, expression in new.items()],
+        touched.alias(_TOUCHED),
+        any_unsafe.alias(_UNSAFE),
+    )
+
+
+def _values(groups: DataFrame, analysed: _Analysed) -> DataFrame:
+    """Per group: its keys and each aggregate's value (``f_j``) from its partials, as Spark types it."""
+    from pyspark.sql import functions as F
+
+    split = analysed.split
+    values = []
+    for j, aggregate in enumerate(split.aggregates):
+        if aggregate.kind == "rows":
+            value = column(ROWS).cast("long")
+        elif aggregate.kind == "count":
+            value = column(_n(j)).cast("long")
+        elif aggregate.kind == "sum":
+            value = F.when(column(_n(j)) > 0, column(_s(j)).cast(analysed.results[j]))
+        else:
+            value = F.when(column(_n(j)) > 0, column(_e(j)))
+        values.append(value.alias(value_column(j)))
+    return groups.select(*[column(k) for k in split.keys], *values)
+
+
+def _projected(engine: SparkEngine, analysed: _Analysed, groups: DataFrame, names: list[str]) -> DataFrame:
+    """The final projection (with ``HAVING``) over ``groups`` (keys and partials)."""
+    return engine.query({_GROUPS: _values(groups, analysed)}, analysed.split.final_transform(_GROUPS, names))
+
+
+def build_group_state(engine: SparkEngine, analysed: _Analysed, states: Mapping[str, DataFrame]) -> DataFrame:
+    """Every group's partials from the inputs' whole states (one pass, like catching up the root index)."""
+    pre = engine.query(states, analysed.split.pre_aggregation_transform())
+    groups = _partials(pre, analysed)
+    return groups if analysed.split.is_global else groups.where(column(ROWS) > 0)
+
+
+@dataclass(frozen=True)
+class GroupedUpdate:
+    """What the grouped path made of an update: the changes, or why the full path must run instead."""
+
+    #: ``op`` and the stored columns, like the other paths; ``None``: take the full path (``reason``).
+    changes: DataFrame | None
+    reason: str = ""
+    #: Every group after the update, to be stored once the block is committed (:meth:`keep`).
+    groups: DataFrame | None = None
+    fingerprint: str = ""
+
+    def keep(self, dataset: Dataset, head: Multihash) -> None:
+        """Store the groups as the state at ``head``, the block just committed."""
+        if self.groups is not None:
+            save_group_state(self.groups, dataset, head, self.fingerprint)
+
+
+def _names_match(result: DataFrame, declared: pa.Schema, vocab: Vocab, where: str) -> list[str] | None:
+    """The stored column order if the query's output columns are exactly the stored ones, else ``None``."""
+    checked = check_result(result, where, vocab)
+    stored = stored_columns(declared, vocab)
+    if (
+        set(checked.columns) != set(stored.names)
+        or diff_columns(stored, arrow_schema_from_spark(checked.schema)).problems()
+    ):
+        return None
+    return list(stored.names)
+
+
+def grouped_changes(
+    engine: SparkEngine,
+    transform: model.TransformSql,
+    new_records: Mapping[str, DataFrame],
+    consumed_states: Callable[[], Mapping[str, DataFrame]],
+    dataset: Dataset,
+    declared: pa.Schema,
+    *,
+    where: str,
+    vocab: Vocab | None = None,
+    input_vocabs: Mapping[str, Vocab] | None = None,
+) -> GroupedUpdate | None:
+    """The records that bring a grouped derivative up to date, from its group state and new records.
+
+    ``new_records`` are each input's records after the consumed offset (as for the stateless path);
+    ``consumed_states`` gives the inputs' changelogs up to the consumed offsets, read only when the
+    group state is missing or stale (its stamp is not the derivative's head). ``None`` when the query
+    is not grouped; a :class:`GroupedUpdate` without changes when it is but this update must run in full.
+    """
+    from pyspark.sql import functions as F
+
+    try:
+        split = split_grouped(transform)  # pure Python: a join or a window stops here, nothing analysed
+    except NotSplittable:
+        return None
+    vocab = vocab or Vocab()
+    input_vocabs = input_vocabs or {}
+    signed = {
+        alias: signed_states(frame, input_vocabs.get(alias, Vocab())) for alias, frame in new_records.items()
+    }
+    added_rows = {alias: parts[0] for alias, parts in signed.items()}
+    withdrawn_rows = {alias: parts[1] for alias, parts in signed.items()}
+    result = engine.query(added_rows, transform)
+    mode = query_mode(transform, result)
+    if mode.mode is not Mode.GROUPED:
+        return None
+    columns = _names_match(result, declared, vocab, where)
+    if columns is None:
+        return GroupedUpdate(None, "the query's output columns are not the stored ones")
+    try:
+        pre_added = _analysed_pre_aggregation(lambda t: engine.query(added_rows, t), split)
+        analysed = check_grouped(split, pre_added)
+    except NotSplittable as e:
+        return GroupedUpdate(None, e.construct)
+    added = _partials(pre_added, analysed)
+    withdrawn = _partials(engine.query(withdrawn_rows, split.pre_aggregation_transform()), analysed)
+    old = _stored_groups(engine, analysed, dataset, consumed_states, input_vocabs)
+    merged = _merged(old, added, withdrawn, analysed).localCheckpoint()
+    touched = merged.where(column(_TOUCHED))
+    if touched.where(column(_UNSAFE)).limit(1).count():
+        return GroupedUpdate(None, "a group lost the last row at its min/max, or a sum left its type's range")
+    partials = analysed.partial_columns()
+    keys = analysed.split.keys
+    old_groups = touched.where(column(f"{_TAG}@{_OLD}")).select(
+        *[column(k) for k in keys], *[column(f"{c}@{_OLD}").alias(c) for c in partials]
+    )
+    new_groups = touched.select(*[column(k) for k in (*keys, *partials)])
+    all_groups = merged.select(*[column(k) for k in (*keys, *partials)])
+    if not analysed.split.is_global:
+        new_groups = new_groups.where(column(ROWS) > 0)
+        old_groups = old_groups.where(column(ROWS) > 0)
+        all_groups = all_groups.where(column(ROWS) > 0)
+    names = list(result.columns)
+    before = check_result(_projected(engine, analysed, old_groups, names), where, vocab)
+    after = check_result(_projected(engine, analysed, new_groups, names), where, vocab)
+    counts = row_counts(after.select(*[column(c) for c in columns]), columns).unionByName(
+        row_counts(before.select(*[column(c) for c in columns]), columns, factor=-1)
+    )
+    net = counts.groupBy(*[column(c) for c in columns]).agg(F.sum(COUNT).alias(COUNT))
+    return GroupedUpdate(net_changes(net, columns), "", all_groups, analysed.fingerprint)
+
+
+def _stored_groups(
+    engine: SparkEngine,
+    analysed: _Analysed,
+    dataset: Dataset,
+    consumed_states: Callable[[], Mapping[str, DataFrame]],
+    input_vocabs: Mapping[str, Vocab],
+) -> DataFrame:
+    """The group state at the derivative's head: stored, or rebuilt from the inputs (and stored)."""
+    stored = load_group_state(engine.session, dataset, analysed.fingerprint)
+    if stored is not None:
+        return stored
+    head = dataset.head()
+    states = {
+        alias: query_state(history, input_vocabs.get(alias, Vocab()))
+        for alias, history in consumed_states().items()
+    }
+    groups = build_group_state(engine, analysed, states)
+    if head is not None:
+        save_group_state(groups, dataset, head, analysed.fingerprint)
+        stored = load_group_state(engine.session, dataset, analysed.fingerprint)
+        if stored is not None:
+            return stored
+    return groups.localCheckpoint()
+
+
+def keep_group_state(
+    engine: SparkEngine,
+    transform: model.TransformSql,
+    states: Mapping[str, DataFrame],
+    dataset: Dataset,
+    head: Multihash,
+    input_vocabs: Mapping[str, Vocab],
+) -> None:
+    """After a full-path commit of a grouped query: store its group state at ``head`` (one pass).
+
+    ``states`` are the inputs' changelogs as that commit consumed them. Nothing for a query that is
+    not grouped, or that the grouped path cannot keep.
+    """
+    try:
+        split_grouped(transform)  # pure Python: most queries stop here, before any Spark analysis
+    except NotSplittable:
+        return
+    views = {
+        alias: query_state(history, input_vocabs.get(alias, Vocab())) for alias, history in states.items()
+    }
+    result = engine.query(views, transform)
+    if query_mode(transform, result).mode is not Mode.GROUPED:
+        return
+    try:
+        analysed = grouped_split(engine, transform, views)
+    except NotSplittable:
+        return
+    save_group_state(build_group_state(engine, analysed, views), dataset, head, analysed.fingerprint)
