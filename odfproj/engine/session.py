@@ -51,6 +51,24 @@ BASE_CONF: Mapping[str, str] = MappingProxyType(
 )
 
 
+#: The driver JVM compiles with C1 only (no C2). A run is thousands of short queries: each is analysed,
+#: planned and code-generated once, so the JVM's optimising compiler spent its time compiling code that
+#: hardly ran again. On bench_dag's 50-dataset run its threads took 39 % of the run's CPU (52 of 134 s);
+#: with C1 only the run took 27 % less CPU and half the wall time (bench/README.md, "Fixed costs").
+#: The price is on long CPU-bound tasks in a ``local`` driver, whose executors share its JVM (measured
+#: there too). Executors of a cluster have JVMs of their own and keep the default.
+DRIVER_JIT_OPTIONS = ("-XX:TieredStopAtLevel=1",)
+
+
+#: Tuning for a ``local`` master, whose executors share one machine (and this process's JVM) with the
+#: driver: no adaptive query execution by default. Each shuffle of an adaptive plan runs as a job of its
+#: own and the rest of the plan is optimised again after it; a run's operations are mostly small, so on
+#: bench_dag's 50-dataset run this was 231 of 539 Spark jobs, and turning it off saved 9-11 % of the
+#: run's CPU (bench/README.md, "Fixed costs of a run"). Joins of small inputs are still broadcast, from
+#: the files' statistics at planning. A target's ``spark_conf`` may turn it back on; a cluster keeps it.
+LOCAL_TUNING_CONF: Mapping[str, str] = MappingProxyType({"spark.sql.adaptive.enabled": "false"})
+
+
 #: Where a driver in this process listens when its executors run in it too (``local``): loopback only.
 #: A cluster's executors must reach the driver, so elsewhere Spark's own choice stands (the machine's
 #: address, or ``SPARK_LOCAL_IP``).
@@ -77,7 +95,8 @@ class SparkSettings:
         merged = dict(BASE_CONF)
         if self.master.strip().startswith("local"):
             merged.update(LOCAL_DRIVER_CONF)
-        merged["spark.driver.extraJavaOptions"] = _log_options()
+            merged.update(LOCAL_TUNING_CONF)
+        merged["spark.driver.extraJavaOptions"] = " ".join((_log_options(), *DRIVER_JIT_OPTIONS))
         # odfproj makes no tables; without this Spark leaves an empty spark-warehouse/ in the user's cwd.
         merged["spark.sql.warehouse.dir"] = os.path.join(tempfile.gettempdir(), "odfproj-spark-warehouse")
         merged.update({str(k): str(v) for k, v in self.conf.items()})

@@ -104,14 +104,17 @@ def number_rows(
 ) -> Numbered:
     """``records`` (in offset order) with a dense ``offset_column`` from ``first`` as the first column.
 
-    Two Spark jobs: the checkpoint (the records' own computation) and the per-partition count, which
-    also computes ``aggregates`` (name -> aggregate expression) per partition; the driver receives
-    one row per non-empty partition.
+    One Spark job (plus the stages of ``records``' own shuffles): the per-partition count, which also
+    computes ``aggregates`` (name -> aggregate expression) per partition; the driver receives one
+    row per non-empty partition. The checkpoint is lazy, so that same job computes the records and
+    pins them (every partition, since the count reads all of them): an eager checkpoint would be a
+    job of its own that only computes what the count then reads again (measured on bench_dag's
+    50-dataset run: one job less per numbered batch, 130 jobs in all).
     """
     from pyspark.sql import functions as F
 
     aggregates = dict(aggregates or {})
-    stable = records.localCheckpoint(eager=True)
+    stable = records.localCheckpoint(eager=False)
     rows = (
         stable.groupBy(F.spark_partition_id().alias(_PARTITION))
         .agg(F.count(F.lit(1)).alias(_COUNT), *(value.alias(name) for name, value in aggregates.items()))

@@ -17,6 +17,27 @@ def test_session_settings(spark) -> None:
     assert spark.sql("SELECT 1 AS x").collect()[0].x == 1
 
 
+def test_the_driver_jvm_compiles_with_c1_only(spark) -> None:
+    """The JIT options reach the JVM that was started (its own record of its arguments), not just the conf."""
+    from odfproj.engine.session import DRIVER_JIT_OPTIONS
+
+    jvm = spark.sparkContext._jvm
+    arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert DRIVER_JIT_OPTIONS == ("-XX:TieredStopAtLevel=1",)
+    assert set(DRIVER_JIT_OPTIONS) <= set(arguments)
+
+
+def test_a_local_master_runs_without_adaptive_execution_unless_the_target_asks() -> None:
+    key = "spark.sql.adaptive.enabled"
+    assert SparkSettings(master="local[2]").effective_conf()[key] == "false"
+    assert SparkSettings(master="local[2]", conf={key: "true"}).effective_conf()[key] == "true"
+    assert SparkSettings(master="spark://10.0.0.5:7077").effective_conf()[key] == "true"
+
+
+def test_the_shared_session_has_the_local_tuning(spark) -> None:
+    assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
+
+
 def test_holder_is_lazy() -> None:
     holder = SparkSessionHolder(SparkSettings(master="local[1]"))
     assert not holder.created

@@ -175,7 +175,12 @@ def test_the_analysis_sandbox_takes_nothing_from_a_target() -> None:
     assert analysis_settings().master == "local[2]"
     assert sandbox["spark.sql.runSQLOnFiles"] == "false"
     assert sandbox["spark.sql.catalogImplementation"] == "in-memory"
-    assert "-XX" not in sandbox["spark.driver.extraJavaOptions"]
+    # odfproj's own JVM options (log configuration, JIT) and nothing else.
+    assert (
+        sandbox["spark.driver.extraJavaOptions"]
+        == SparkSettings().effective_conf()["spark.driver.extraJavaOptions"]
+    )
+    assert "OnOutOfMemoryError" not in sandbox["spark.driver.extraJavaOptions"]
     assert not any(k in sandbox for k in ("spark.jars", "spark.jars.packages", "spark.plugins"))
     assert not set(sandbox) & (set(ALLOWED_SPARK_CONF) - set(SparkSettings().effective_conf()))
 
