@@ -51,13 +51,19 @@ BASE_CONF: Mapping[str, str] = MappingProxyType(
 )
 
 
-#: The driver JVM compiles with C1 only (no C2). A run is thousands of short queries: each is analysed,
-#: planned and code-generated once, so the JVM's optimising compiler spent its time compiling code that
-#: hardly ran again. On bench_dag's 50-dataset run its threads took 39 % of the run's CPU (52 of 134 s);
-#: with C1 only the run took 27 % less CPU and half the wall time (bench/README.md, "Fixed costs").
-#: The price is on long CPU-bound tasks in a ``local`` driver, whose executors share its JVM (measured
-#: there too). Executors of a cluster have JVMs of their own and keep the default.
-DRIVER_JIT_OPTIONS = ("-XX:TieredStopAtLevel=1",)
+#: The driver JVM's optimising compiler (C2) waits for code ten times hotter than its default. A run is
+#: thousands of short queries, each analysed, planned and code-generated once, and C2 spent 39 % of
+#: bench_dag's 50-dataset run CPU compiling code that hardly ran again; with these thresholds the run
+#: took 9 % less CPU. C1 only (``-XX:TieredStopAtLevel=1``) saved 27 % there but made a 10M-row local job
+#: 27 % more CPU-hungry, these thresholds cost that job nothing (bench/README.md, "Fixed costs of a
+#: run"): a ``local`` driver runs the executors' tasks too, and large local jobs must not pay for small
+#: ones. Executors of a cluster have JVMs of their own and keep the default.
+DRIVER_JIT_OPTIONS = (
+    "-XX:Tier4InvocationThreshold=50000",
+    "-XX:Tier4MinInvocationThreshold=6000",
+    "-XX:Tier4CompileThreshold=150000",
+    "-XX:Tier4BackEdgeThreshold=400000",
+)
 
 
 #: Tuning for a ``local`` master, whose executors share one machine (and this process's JVM) with the
