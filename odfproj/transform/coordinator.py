@@ -372,7 +372,9 @@ def _keep_group_state(
     if grouped is not None:
         grouped.keep(dataset, head)
         return
-    keep_group_state(engine, transform, _histories(engine, slices), dataset, head, _input_vocabs(slices))
+    keep_group_state(
+        engine, transform, lambda: _histories(engine, slices), dataset, head, _input_vocabs(slices)
+    )
 
 
 def _join_changes(

@@ -485,14 +485,15 @@ def _stored_groups(
 def keep_group_state(
     engine: SparkEngine,
     transform: model.TransformSql,
-    states: Mapping[str, DataFrame],
+    states: Callable[[], Mapping[str, DataFrame]],
     dataset: Dataset,
     head: Multihash,
     input_vocabs: Mapping[str, Vocab],
 ) -> None:
     """After a full-path commit of a grouped query: store its group state at ``head`` (one pass).
 
-    ``states`` are the inputs' changelogs as that commit consumed them. Nothing for a query that is
+    ``states`` gives the inputs' changelogs as that commit consumed them; it is called only for a query
+    the split keeps, so every other derivative's commit reads nothing more. Nothing for a query that is
     not grouped, or that the grouped path cannot keep.
     """
     try:
@@ -500,7 +501,7 @@ def keep_group_state(
     except NotSplittable:
         return
     views = {
-        alias: query_state(history, input_vocabs.get(alias, Vocab())) for alias, history in states.items()
+        alias: query_state(history, input_vocabs.get(alias, Vocab())) for alias, history in states().items()
     }
     result = engine.query(views, transform)
     if query_mode(transform, result).mode is not Mode.GROUPED:
