@@ -246,14 +246,14 @@ def _input_vocabs(slices: list[InputSlice]) -> dict[str, Vocab]:
     return {s.alias: Vocab.of(s.projection.set_vocab) for s in slices}
 
 
+def _changelog_to(engine: SparkEngine, s: InputSlice, offset: int | None) -> DataFrame:
+    """The input's changelog up to ``offset``, under its current schema (older files lack added columns)."""
+    return read_changelog_frame(engine.session, changelog_as_of(s.dataset, s.projection.head, offset))
+
+
 def _histories(engine: SparkEngine, slices: list[InputSlice]) -> dict[str, DataFrame]:
     """Each input's changelog up to its current head and last offset (what the full path reads)."""
-    return {
-        s.alias: read_changelog_frame(
-            engine.session, changelog_as_of(s.dataset, s.projection.head, s.projection.last_offset)
-        )
-        for s in slices
-    }
+    return {s.alias: _changelog_to(engine, s, s.projection.last_offset) for s in slices}
 
 
 def _full_changes(
@@ -387,11 +387,9 @@ def _join_changes(
     """The join path (:mod:`odfproj.transform.joins`): ``None`` and, for a join it cannot take, why."""
     if not p.has_data or p.arrow_schema is None:
         return None, None
-    session = engine.session
 
     def as_of(s: InputSlice, offset: int | None) -> Callable[[], DataFrame]:
-        # Under the input's current schema, as the full path reads it: older files lack added columns.
-        return lambda: read_changelog_frame(session, changelog_as_of(s.dataset, s.projection.head, offset))
+        return lambda: _changelog_to(engine, s, offset)
 
     inputs = [
         JoinInput(
