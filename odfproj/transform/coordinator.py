@@ -10,8 +10,8 @@
    a data-less ExecuteTransform when only the inputs' watermarks moved;
 4. otherwise, under an unchanged SetTransform, takes the incremental path of the query's mode: the
    inputs' new records only (``stateless``, :mod:`odfproj.transform.incremental`), merged into per-group
-   partials (``grouped``, :mod:`odfproj.transform.grouped`) or joined with the other inputs' states
-   (``join``, :mod:`odfproj.transform.joins`); for any other query (or ``full_refresh``)
+   partials (``grouped``, :mod:`odfproj.transform.grouped`, also over a join's delta) or joined with
+   the other inputs' states (``join``, :mod:`odfproj.transform.joins`); for any other query (or ``full_refresh``)
    recomputes it over the inputs' full current states and diffs it with the derivative's own current
    state (:mod:`odfproj.transform.execute`); either way commits the difference as one data slice,
    plus a SetDataSchema before the first data and whenever the query added columns
@@ -67,7 +67,8 @@ class TransformOutcome:
     reason: str
     #: How the records were computed: ``stateless`` (the inputs' new records only), ``grouped``
     #: (per-group partials and new records), ``join`` (the new records joined with the other inputs'
-    #: states), ``full`` (recompute and diff), or ``""`` when no query ran.
+    #: states), ``grouped over a join`` (per-group partials and the join's delta), ``full`` (recompute
+    #: and diff), or ``""`` when no query ran.
     mode: str = ""
     #: Why an incremental mode ran in full this time (``input d on the optional side of an outer join has
     #: new records``), or ``""``; the reason ends with it too.
@@ -214,7 +215,7 @@ def update_derivative(
                 if changes is None:
                     grouped = _grouped_changes(engine, transform, dataset, p, slices, name)
                     if grouped is not None:
-                        changes, mode, why_full = grouped.changes, "grouped", grouped.reason
+                        changes, mode, why_full = grouped.changes, grouped.mode, grouped.reason
                 if changes is None and grouped is None:
                     (changes, why_full), mode = _join_changes(engine, transform, p, slices, name), "join"
             if changes is None:
@@ -232,7 +233,7 @@ def update_derivative(
     # Best effort, like the state index: the block is committed, and a group state that is not
     # written is found stale by its stamp and rebuilt by the next update.
     with suppress(OdfprojError), translating_errors(f"transform of {name} (its group state)"):
-        _keep_group_state(engine, transform, dataset, head, slices, grouped if mode == "grouped" else None)
+        _keep_group_state(engine, transform, dataset, head, slices, grouped if mode != "full" else None)
     why_full = why_full or ""
     note = f" (full: {why_full})" if why_full else ""
     if written.count:
@@ -352,6 +353,7 @@ def _grouped_changes(
         where=f"dataset {name}",
         vocab=Vocab.of(p.set_vocab),
         input_vocabs=_input_vocabs(slices),
+        join_inputs=lambda: _join_inputs(engine, slices),
     )
 
 
@@ -387,11 +389,19 @@ def _join_changes(
     """The join path (:mod:`odfproj.transform.joins`): ``None`` and, for a join it cannot take, why."""
     if not p.has_data or p.arrow_schema is None:
         return None, None
+    inputs = _join_inputs(engine, slices)
+    return join_changes(
+        engine, transform, inputs, p.arrow_schema, where=f"dataset {name}", vocab=Vocab.of(p.set_vocab)
+    )
+
+
+def _join_inputs(engine: SparkEngine, slices: list[InputSlice]) -> list[JoinInput]:
+    """The inputs as the join rule reads them (the join path's, and the grouped path's over a join)."""
 
     def as_of(s: InputSlice, offset: int | None) -> Callable[[], DataFrame]:
         return lambda: _changelog_to(engine, s, offset)
 
-    inputs = [
+    return [
         JoinInput(
             s.alias,
             Vocab.of(s.projection.set_vocab),
@@ -401,6 +411,3 @@ def _join_changes(
         )
         for s in slices
     ]
-    return join_changes(
-        engine, transform, inputs, p.arrow_schema, where=f"dataset {name}", vocab=Vocab.of(p.set_vocab)
-    )

@@ -22,13 +22,21 @@ as the other paths: the block equals the full recomputation's, record for record
 --reproduce`` reproduces it and the result does not depend on how the inputs were split into blocks.
 A group whose row count falls to 0 disappears (its output row is retracted); a global aggregate's one
 group always exists.
+
+Over a join (``grouped over a join``, :attr:`odfproj.transform.modes.QueryMode.over_join`) the
+pre-aggregation is a ``join`` query, linear in each input taken alone but not in all of them at
+once, so running it over every input's ``D+`` and ``D-`` would be wrong. Its rows' change comes from
+:func:`odfproj.transform.joins.join_delta` instead (each changed input's term joined with the other
+inputs' states), netted per pre-aggregated row so that the withdrawn rows are a sub-multiset of the
+old ones, as the min/max merge needs (two terms may add and withdraw the same row); the rest is the
+same. A change on the optional side of an outer join takes the full path, as for a join.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -42,7 +50,7 @@ from odfproj.odf.data_schema import Vocab
 from odfproj.odf.multiformats import Multihash
 from odfproj.odf.schema_diff import diff_columns
 from odfproj.state.group_state import FORMAT, load_group_state, save_group_state
-from odfproj.state.projections import COUNT, column, query_state, signed_states
+from odfproj.state.projections import COUNT, column, query_state, repeated, signed_states
 from odfproj.storage.dataset import Dataset
 from odfproj.transform.aggregation import (
     PREFIX,
@@ -54,6 +62,7 @@ from odfproj.transform.aggregation import (
 )
 from odfproj.transform.execute import check_result, net_changes, row_counts
 from odfproj.transform.incremental import stored_columns
+from odfproj.transform.joins import JoinInput, SignedRows, join_delta
 from odfproj.transform.modes import Mode, QueryMode, query_mode
 
 if TYPE_CHECKING:
@@ -363,6 +372,8 @@ class GroupedUpdate:
     #: ``op`` and the stored columns, like the other paths; ``None``: take the full path (``reason``).
     changes: DataFrame | None
     reason: str = ""
+    #: The mode the update ran in, as the plan names it: ``grouped`` or ``grouped over a join``.
+    mode: str = "grouped"
     #: Every group after the update, to be stored once the block is committed (:meth:`keep`).
     groups: DataFrame | None = None
     fingerprint: str = ""
@@ -396,13 +407,16 @@ def grouped_changes(
     where: str,
     vocab: Vocab | None = None,
     input_vocabs: Mapping[str, Vocab] | None = None,
+    join_inputs: Callable[[], Sequence[JoinInput]] | None = None,
 ) -> GroupedUpdate | None:
     """The records that bring a grouped derivative up to date, from its group state and new records.
 
     ``new_records`` are each input's records after the consumed offset (as for the stateless path);
     ``consumed_states`` gives the inputs' changelogs up to the consumed offsets, read only when the
-    group state is missing or stale (its stamp is not the derivative's head). ``None`` when the query
-    is not grouped; a :class:`GroupedUpdate` without changes when it is but this update must run in full.
+    group state is missing or stale (its stamp is not the derivative's head); ``join_inputs`` gives the
+    inputs as the join path sees them, called only for an aggregation over a join. ``None`` when the
+    query is not grouped; a :class:`GroupedUpdate` without changes when it is but this update must run
+    in full.
     """
     from pyspark.sql import functions as F
 
@@ -423,19 +437,28 @@ def grouped_changes(
         return None
     columns = _names_match(result, declared, vocab, where)
     if columns is None:
-        return GroupedUpdate(None, "the query's output columns are not the stored ones")
+        return GroupedUpdate(None, "the query's output columns are not the stored ones", str(mode))
     try:
-        pre_added = _analysed_pre_aggregation(lambda t: engine.query(added_rows, t), split)
-        analysed = check_grouped(split, pre_added)
+        if mode.over_join:
+            delta = _joined_pre_aggregation(engine, split, join_inputs() if join_inputs else ())
+            if isinstance(delta, str):
+                return GroupedUpdate(None, delta, str(mode))
+        else:
+            delta = SignedRows(
+                _analysed_pre_aggregation(lambda t: engine.query(added_rows, t), split),
+                engine.query(withdrawn_rows, split.pre_aggregation_transform()),
+            )
+        analysed = check_grouped(split, delta.added)
     except NotSplittable as e:
-        return GroupedUpdate(None, e.construct)
-    added = _partials(pre_added, analysed)
-    withdrawn = _partials(engine.query(withdrawn_rows, split.pre_aggregation_transform()), analysed)
+        return GroupedUpdate(None, e.construct, str(mode))
+    added = _partials(delta.added, analysed)
+    withdrawn = _partials(delta.withdrawn, analysed)
     old = _stored_groups(engine, analysed, dataset, consumed_states, input_vocabs)
     merged = _merged(old, added, withdrawn, analysed).localCheckpoint()
     touched = merged.where(column(_TOUCHED))
     if touched.where(column(_UNSAFE)).limit(1).count():
-        return GroupedUpdate(None, "a group lost the last row at its min/max, or a sum left its type's range")
+        why = "a group lost the last row at its min/max, or a sum left its type's range"
+        return GroupedUpdate(None, why, str(mode))
     partials = analysed.partial_columns()
     keys = analysed.split.keys
     old_groups = touched.where(column(f"{_TAG}@{_OLD}")).select(
@@ -454,7 +477,36 @@ def grouped_changes(
         row_counts(before.select(*[column(c) for c in columns]), columns, factor=-1)
     )
     net = counts.groupBy(*[column(c) for c in columns]).agg(F.sum(COUNT).alias(COUNT))
-    return GroupedUpdate(net_changes(net, columns), "", all_groups, analysed.fingerprint)
+    return GroupedUpdate(net_changes(net, columns), "", str(mode), all_groups, analysed.fingerprint)
+
+
+def _joined_pre_aggregation(
+    engine: SparkEngine, split: GroupedQuery, inputs: Sequence[JoinInput]
+) -> SignedRows | str:
+    """The pre-aggregated rows an aggregation over a join gains and loses, netted per row; or why the
+    full path must run (an input on the optional side of an outer join has new records).
+
+    :func:`join_delta`'s terms may add and withdraw the same row (new facts meeting a withdrawn
+    dimension row): netted, the withdrawn rows are a sub-multiset of the old ones, which the
+    min/max merge relies on, and the counts and sums are the same.
+    """
+    from pyspark.sql import functions as F
+
+    try:
+        delta = join_delta(engine, split.pre_aggregation_transform(), inputs)
+    except InvalidQueryError:
+        raise NotSplittable("a grouped query odfproj cannot split") from None
+    if delta.rows is None:
+        return delta.why_full or "its pre-aggregation is not a join odfproj can keep"
+    columns = list(delta.rows.added.columns)
+    counts = row_counts(delta.rows.added, columns).unionByName(
+        row_counts(delta.rows.withdrawn, columns, factor=-1)
+    )
+    net = counts.groupBy(*[column(c) for c in columns]).agg(F.sum(COUNT).alias(COUNT))
+    return SignedRows(
+        repeated(net.where(column(COUNT) > 0), columns, column(COUNT)),
+        repeated(net.where(column(COUNT) < 0), columns, -column(COUNT)),
+    )
 
 
 def _stored_groups(

@@ -6,14 +6,14 @@ A query's mode says which update rule keeps its result current (docs/design/tran
   ``UNION ALL`` of such. The result is *linear* in its inputs' multisets, so only the inputs' new
   records need processing;
 - ``grouped``: a ``GROUP BY`` aggregation (with its ``HAVING`` and a projection on top) over stateless
-  pipelines;
+  pipelines, or over a ``join`` pipeline (:attr:`QueryMode.over_join`: its pre-aggregated rows'
+  change comes from the join's delta rule, shown as ``grouped over a join``);
 - ``join``: inner, left and right equi-joins of stateless pipelines, each input on one side of every
   join it is under (no self-join through one alias), so the query is linear in every input taken alone;
   :attr:`QueryMode.fixed_inputs` names the inputs on the optional side of an outer join, in which it
   is not linear;
 - ``full``: everything else (windows, ``DISTINCT``, non-equi joins, ``ORDER BY``/``LIMIT``, nested
-  aggregations, aggregations over joins (until the grouped path takes a join's delta), self-joins,
-  subqueries, set operations other than ``UNION ALL``): recompute and diff.
+  aggregations, self-joins, subqueries, set operations other than ``UNION ALL``): recompute and diff.
 
 The classifier is a pure function over the analysed logical plan as ``toJSON`` writes it (a flat
 pre-order list of nodes, each with ``class`` and ``num-children``), so it is tested without a JVM on
@@ -60,13 +60,18 @@ class QueryMode:
     mode: Mode
     #: What forced ``full``, with its step when the transform has several (``window function in step 2``).
     construct: str | None = None
-    #: For ``join``: the inputs (aliases, lower case) on the optional side of an outer join. The result is
-    #: not linear in them, so an update in which one of them has new records takes the full path.
+    #: For ``join`` (and ``grouped`` over a join): the inputs (aliases, lower case) on the optional side of
+    #: an outer join. The result is not linear in them, so an update in which one of them has new records
+    #: takes the full path.
     fixed_inputs: frozenset[str] = frozenset()
+    #: For ``grouped``: the aggregation is over a ``join`` pipeline, so the change of its pre-aggregated
+    #: rows comes from the join's delta rule (:func:`odfproj.transform.joins.join_delta`), not from the
+    #: inputs' new records alone.
+    over_join: bool = False
 
     def __str__(self) -> str:
         if self.construct is None:
-            return self.mode.value
+            return f"{self.mode.value} over a join" if self.over_join else self.mode.value
         return f"{self.mode.value}: {self.construct}"
 
     @property
@@ -173,6 +178,8 @@ class _Classifier:
         self.seen: list[str] = []
         #: Inputs on the optional side of an outer join (:attr:`QueryMode.fixed_inputs`).
         self.fixed: set[str] = set()
+        #: Whether an aggregation is over a join (:attr:`QueryMode.over_join`).
+        self.over_join = False
 
     def where(self, step: int) -> str:
         return f" in step {step}" if len(self.steps) > 1 else ""
@@ -222,8 +229,7 @@ class _Classifier:
             below = self.mode(node.children[0], step)
             if below is Mode.GROUPED:
                 raise self.full("nested aggregation", step)
-            if below is Mode.JOIN:
-                raise self.full("aggregation over a join", step)
+            self.over_join = below is Mode.JOIN  # a join below a join or a union is refused above
             return Mode.GROUPED
         if kind == "Join":
             return self.join(node, step)
@@ -346,7 +352,11 @@ def classify_plan(plan_json: str, steps: Sequence[str | None] = (None,)) -> Quer
             return unreadable
         classifier = _Classifier(steps or (None,))
         mode = classifier.mode(_tree(nodes), len(classifier.steps))
-        return QueryMode(mode, fixed_inputs=frozenset(classifier.fixed) if mode is Mode.JOIN else frozenset())
+        over_join = mode is Mode.GROUPED and classifier.over_join
+        joined = mode is Mode.JOIN or over_join
+        return QueryMode(
+            mode, fixed_inputs=frozenset(classifier.fixed) if joined else frozenset(), over_join=over_join
+        )
     except _Full as e:
         return QueryMode(Mode.FULL, e.construct)
     except (ValueError, LookupError, TypeError, AttributeError):  # not the shape toJSON writes

@@ -77,7 +77,33 @@ CASES: tuple[Case, ...] = (
             ("j", "SELECT a.event_time, a.k, b.v FROM a JOIN b ON a.k = b.k"),
             (None, "SELECT max(event_time) AS event_time, k, sum(v) AS total FROM j GROUP BY k"),
         ),
-        "full: aggregation over a join in step 2",
+        "grouped over a join",
+    ),
+    (
+        "grouped-left-join",
+        (
+            (
+                None,
+                "SELECT max(a.event_time) AS event_time, a.k, count(b.v) AS n, min(b.v) AS lo "
+                "FROM a LEFT JOIN b ON a.k = b.k WHERE a.v > 0 GROUP BY a.k HAVING count(*) > 1",
+            ),
+        ),
+        "grouped over a join",
+    ),
+    (
+        "grouped-self-join",
+        ((None, "SELECT max(x.event_time) AS event_time, count(*) AS n FROM a x JOIN a y ON x.k = y.k"),),
+        "full: self-join of a",
+    ),
+    (
+        "avg-over-a-join",
+        (
+            (
+                None,
+                "SELECT max(a.event_time) AS event_time, a.k, avg(b.v) AS m FROM a JOIN b ON a.k = b.k GROUP BY a.k",
+            ),
+        ),
+        "full: avg aggregate",
     ),
     (
         "right-join",

@@ -71,3 +71,12 @@ def test_a_join_names_the_inputs_it_is_not_linear_in(name, fixed) -> None:
     mode = classify_plan(json.dumps(PLANS[name]), [alias for alias, _ in steps])
     assert mode.is_join
     assert mode.fixed_inputs == frozenset(fixed)
+
+
+def test_an_aggregation_over_a_join_is_grouped_and_names_its_fixed_inputs() -> None:
+    """Grouped over a left join: its rows' change comes from the join's rule, not linear in ``b``."""
+    steps = next(c[1] for c in CASES if c[0] == "grouped-left-join")
+    mode = classify_plan(json.dumps(PLANS["grouped-left-join"]), [alias for alias, _ in steps])
+    assert mode == QueryMode(Mode.GROUPED, fixed_inputs=frozenset({"b"}), over_join=True)
+    plain = classify_plan(json.dumps(PLANS["group-by"]), [None])
+    assert plain == QueryMode(Mode.GROUPED) and str(plain) == "grouped"
