@@ -17,7 +17,10 @@ in flight finish (each commit is atomic, so a dataset is either updated or untou
 dataset not started is recorded as ``cancelled``. A ``KeyboardInterrupt`` reaching the scheduler
 (a second Ctrl-C) abandons the datasets in flight at once: they too are recorded as ``cancelled``,
 the results are written and the interrupt goes on up to the caller, which must end the process
-(worker threads cannot be stopped from outside).
+(worker threads cannot be stopped from outside). A caller that cannot raise in the run's thread and
+does not end its process (the warm engine's server, ``run.warm_service``) sets ``abort`` instead: the
+same results, returned, and the workspace lock kept until the abandoned datasets' threads have ended
+(the caller cancels their Spark jobs), so that no later run meets them.
 
 With ``threads > 1`` independent datasets run at the same time, dbt-style: a dataset starts once all
 its selected upstream datasets have finished. The Spark session is shared (the engine isolates each
@@ -228,6 +231,7 @@ def run_project(
     validate_queries: bool = True,
     cancel: threading.Event | None = None,
     full_refresh: bool = False,
+    abort: threading.Event | None = None,
 ) -> RunResult:
     """Apply the selected definitions, then ingest/transform every selected dataset (see module doc).
 
@@ -235,7 +239,8 @@ def run_project(
     or breaks Schema Evolution stops the run before its SetTransform is appended. Setting ``cancel``
     (from a signal handler, another thread) stops the run between datasets. ``full_refresh`` makes
     every selected derivative recompute its query over its inputs' whole states (the full path), even
-    a stateless or grouped one that would read only the new records.
+    a stateless or grouped one that would read only the new records. ``abort`` set acts as a second
+    Ctrl-C that returns (see the module doc).
     """
     started = datetime.now(UTC)
     clock = time.monotonic()
@@ -311,12 +316,16 @@ def run_project(
         for name in order:
             if name not in steps:
                 report(RunEvent(name, "finish", Work.NONE, _no_data_step(name)))
-        scheduler = _Scheduler(tuple(steps), upstream, work_on, max(1, threads), report, stop)
+        scheduler = _Scheduler(tuple(steps), upstream, work_on, max(1, threads), report, stop, abort)
         try:
             results = scheduler.run(cancelled)
         except KeyboardInterrupt:
             finish(scheduler.abandon(cancelled))
             raise
+        except _Aborted:
+            aborted = finish(scheduler.abandon(cancelled))
+            scheduler.pool.shutdown(wait=True)  # under the lock: the abandoned threads end first
+            return aborted
         return finish(results)
 
 
@@ -327,6 +336,13 @@ def write_run_results(result: RunResult) -> Path:
 
 
 # --- scheduling ----------------------------------------------------------------------------------
+
+#: How often a scheduler with an ``abort`` event looks at it while datasets run.
+_ABORT_POLL_S = 0.2
+
+
+class _Aborted(Exception):
+    """``abort`` was set: a second Ctrl-C, relayed by a caller that cannot raise in this thread."""
 
 
 class _Scheduler:
@@ -345,8 +361,10 @@ class _Scheduler:
         threads: int,
         on_event: Callable[[RunEvent], None] | None,
         stop: threading.Event,
+        abort: threading.Event | None = None,
     ) -> None:
         self.order = order
+        self.abort = abort
         self.queue = ReadyQueue(order, upstream)
         self.work_on = work_on
         self.threads = threads
@@ -357,7 +375,10 @@ class _Scheduler:
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="odfproj-run")
 
     def run(self, cancelled: Callable[[str, str], DatasetRun]) -> dict[str, DatasetRun]:
+        poll = None if self.abort is None else _ABORT_POLL_S
         while True:
+            if self.abort is not None and self.abort.is_set():
+                raise _Aborted
             if self.stop.is_set():
                 self.queue.cancel()
             while self.queue and len(self.running) < self.threads:
@@ -365,7 +386,7 @@ class _Scheduler:
                 self.running[name] = self.pool.submit(self.work_on, name)
             if not self.running:  # all done, or interrupted
                 break
-            done, _ = wait(list(self.running.values()), return_when=FIRST_COMPLETED)
+            done, _ = wait(list(self.running.values()), timeout=poll, return_when=FIRST_COMPLETED)
             for name, future in list(self.running.items()):
                 if future in done:
                     del self.running[name]
