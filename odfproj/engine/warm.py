@@ -12,7 +12,9 @@ this machine only:
   on its classic session, exactly as a cold command would in its own JVM: the *checks* (the query
   analysis of ``plan`` and the sandbox check every Connect query passes first), each in a child
   session with the analysis sandbox's settings (``engine.settings.analysis_settings``), so nothing a
-  manifest names runs; and ``sql`` whole. Results are the same by construction.
+  manifest names runs; ``sql`` whole; and ``run`` whole, as a *streaming* request (:func:`stream`): the
+  server sends messages (the run's events) while it works, and the caller sends interrupts back (a
+  first Ctrl-C, a second, or its going away). Results are the same by construction.
 
 Which request the socket answers is the caller's choice (:func:`serve` takes the handlers); the
 messages are pickled, which is sound because only this user can reach the socket, and both ends are

@@ -36,6 +36,7 @@ import json
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
@@ -58,7 +59,7 @@ from odfproj.quality.definitions import DataTest, load_suite
 from odfproj.quality.execute import blocking, run_tests
 from odfproj.run.apply import ApplyResult, apply_plan, check_plan
 from odfproj.run.queue import ReadyQueue
-from odfproj.run.runlog import log_path, run_log
+from odfproj.run.runlog import RUN_THREADS, log_path, run_log
 from odfproj.storage.fsutil import replace_atomic
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.coordinator import update_derivative
@@ -248,7 +249,8 @@ def run_project(
     workspace = Workspace(config.workspace(request.target))
     stop = cancel or threading.Event()
     log_file = log_path(workspace.root, started)
-    with workspace.lock(purpose="odfproj run", timeout=lock_timeout), run_log(log_file) as log:
+    workers = f"{RUN_THREADS}-{uuid.uuid4().hex[:8]}"  # this run's, in its log (see run_log)
+    with workspace.lock(purpose="odfproj run", timeout=lock_timeout), run_log(log_file, workers) as log:
         log.info(
             "odfproj %s: project %s, target %s", __version__, config.name, config.target(request.target).name
         )
@@ -316,7 +318,7 @@ def run_project(
         for name in order:
             if name not in steps:
                 report(RunEvent(name, "finish", Work.NONE, _no_data_step(name)))
-        scheduler = _Scheduler(tuple(steps), upstream, work_on, max(1, threads), report, stop, abort)
+        scheduler = _Scheduler(tuple(steps), upstream, work_on, max(1, threads), report, stop, abort, workers)
         try:
             results = scheduler.run(cancelled)
         except KeyboardInterrupt:
@@ -362,6 +364,7 @@ class _Scheduler:
         on_event: Callable[[RunEvent], None] | None,
         stop: threading.Event,
         abort: threading.Event | None = None,
+        workers: str = RUN_THREADS,
     ) -> None:
         self.order = order
         self.abort = abort
@@ -372,7 +375,7 @@ class _Scheduler:
         self.stop = stop
         self.results: dict[str, DatasetRun] = {}
         self.running: dict[str, Future[DatasetRun]] = {}
-        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="odfproj-run")
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=workers)
 
     def run(self, cancelled: Callable[[str, str], DatasetRun]) -> dict[str, DatasetRun]:
         poll = None if self.abort is None else _ABORT_POLL_S

@@ -50,6 +50,7 @@ from odfproj.project.config import WORKSPACE_ENV, ProjectConfig, load_project
 from odfproj.project.loader import PlanRequest
 from odfproj.quality.definitions import load_suite
 from odfproj.run.run import RunEvent, RunResult, Status, run_project
+from odfproj.run.runlog import RUN_THREADS
 from odfproj.transform import warm_service as checks
 
 if TYPE_CHECKING:
@@ -220,6 +221,8 @@ def _serve_run(
     session: SparkSession, channel: Channel, request: WarmRunRequest
 ) -> RunResult | WarmRunRefused:
     """In the server: ``request`` run on a child session with the target's settings, events streamed."""
+    # Named as a run's thread, so that another run's log never takes this one's records (run.runlog).
+    threading.current_thread().name = f"{RUN_THREADS}-request-{uuid.uuid4().hex[:8]}"
     settings = request.settings()
     refused = session_refusal(session, settings)
     if refused is not None:
