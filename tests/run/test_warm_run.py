@@ -34,7 +34,7 @@ from odfproj.run.warm_service import ENTRY, needs_spark
 from odfproj.state.read import read_changelog
 from odfproj.storage.workspace import Workspace
 from tests import manifests
-from tests.cli_inprocess import cli_in
+from tests.cli_inprocess import cli_in, run_main
 from tests.run.test_interrupt import _project as many_roots
 from tests.run.test_interrupt import _Run
 from tests.run.test_run import make_project
@@ -100,11 +100,15 @@ def _lines(text: str, root: Path) -> list[str]:
     return [line for line in lines if line and not line.startswith("WAIT ")]
 
 
+#: Columns that hold the moment of the run: the roots' data has no event time, so it is the ingest's.
+_MOMENTS = ("system_time", "event_time")
+
+
 def _records(root: Path) -> dict[str, list[dict]]:
     workspace = Workspace(load_project(root).workspace())
     tables = {name: read_changelog(workspace.open(name)) for name in workspace.list_datasets()}
     return {
-        name: table.drop_columns([c for c in ("system_time",) if c in table.column_names]).to_pylist()
+        name: table.drop_columns([c for c in _MOMENTS if c in table.column_names]).to_pylist()
         for name, table in tables.items()
     }
 
@@ -172,11 +176,15 @@ def test_the_server_refuses_a_static_setting_it_does_not_have(spark) -> None:
     assert refused is not None and "spark.sql.warehouse.dir" in refused and "static" in refused
 
 
-def test_nothing_to_do_needs_no_spark_and_starts_no_server(tmp_path) -> None:
+def test_a_run_with_nothing_to_do_needs_no_spark(tmp_path, monkeypatch) -> None:
     root = make_project(tmp_path / "proj")
     config = load_project(root)
-    assert needs_spark(config, PlanRequest())  # new definitions, files to read
+    assert needs_spark(config, PlanRequest(select=("pushed",)))  # its definitions are to be written
+    monkeypatch.chdir(root)
+    code, out = run_main("--cold", "apply", "--auto-approve", "--select", "pushed")  # no query: no JVM
+    assert code == 0, out
     assert not needs_spark(config, PlanRequest(select=("pushed",)))  # a push-only root: nothing to poll
+    assert needs_spark(config, PlanRequest())  # new definitions, files to read
 
 
 def test_two_projects_at_once_keep_their_own_settings(server, tmp_path) -> None:
