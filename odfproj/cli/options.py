@@ -30,9 +30,9 @@ from odfproj.odf.timestamps import parse_rfc3339
 from odfproj.plan.queries import QueryChecker
 from odfproj.project.config import ProjectConfig, ProjectError, load_project, spark_settings
 from odfproj.project.loader import PlanRequest
+from odfproj.run.warm_service import ENTRY as WARM_ENTRY
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.validate import query_checker
-from odfproj.transform.warm_service import ENTRY as WARM_ENTRY
 from odfproj.transform.warm_service import WarmChecks
 
 PROJECT_HELP = "Project folder (default: found by walking up from the current folder)."

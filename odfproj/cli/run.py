@@ -21,9 +21,11 @@ from odfproj.cli.options import (
     LockTimeoutOption,
     ValidateQueriesOption,
     selection_options,
+    warm_engine,
 )
 from odfproj.cli.remote_ws import synced
-from odfproj.engine.session import SparkSessionHolder
+from odfproj.engine.session import SparkSessionHolder, SparkSettings
+from odfproj.engine.warm import warm_choice, warm_refusal
 from odfproj.project.config import spark_settings
 from odfproj.run.run import (
     RUN_RESULTS_FILE,
@@ -33,6 +35,7 @@ from odfproj.run.run import (
     Status,
     run_project,
 )
+from odfproj.run.warm_service import WarmRunRefused, WarmRunRequest, needs_spark, run_on_warm_engine
 
 _STYLE = {
     Status.SUCCESS: "green",
@@ -76,30 +79,68 @@ def run(
     """
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
     config = selection.config()
-    holder = SparkSessionHolder(spark_settings(config, selection.target, verbose=state.verbose))
+    settings = spark_settings(config, selection.target, verbose=state.verbose)
+    holder = SparkSessionHolder(settings)
+    request = selection.request()
+    warm = _warm_refusal(state.warm, settings)
+    if warm is None and warm_engine().status() is None and not needs_spark(config, request):
+        warm = "no server is running and nothing in this run needs Spark"
+    if warm is not None and state.verbose:
+        say(f"warm engine not used ({warm}): this run starts a JVM of its own")
     console = Console(highlight=False)
     live = sys.stdout.isatty()
     view = _LiveView()
+    on_event = view.update if live else _print_line
     display = Live(view, console=console, refresh_per_second=4, transient=True) if live else nullcontext()
     on_first = (lambda: view.interrupt(FIRST_INTERRUPT)) if live else (lambda: say(FIRST_INTERRUPT))
     remote = synced(config, selection.target, writer="odfproj run", data=True)
     with remote, stopped_after(holder), display, graceful_interrupt(on_first) as stop:
-        result = run_project(
-            config,
-            selection.request(),
-            holder=holder,
-            threads=threads,
-            on_event=view.update if live else _print_line,
-            lock_timeout=lock_timeout,
-            validate_queries=validate_queries,
-            cancel=stop,
-            full_refresh=full_refresh,
-        )
+        result: RunResult | None = None
+        if warm is None:  # the whole run in the warm engine's server (run.warm_service)
+            answer = run_on_warm_engine(
+                warm_engine(),
+                WarmRunRequest.of(
+                    config,
+                    request,
+                    settings,
+                    threads=threads,
+                    lock_timeout=lock_timeout,
+                    validate_queries=validate_queries,
+                    full_refresh=full_refresh,
+                ),
+                on_event=on_event,
+                cancel=stop,
+            )
+            if isinstance(answer, WarmRunRefused):
+                if state.verbose:
+                    say(f"warm engine not used ({answer.reason}): this run starts a JVM of its own")
+            else:
+                result = answer
+        if result is None:
+            result = run_project(
+                config,
+                request,
+                holder=holder,
+                threads=threads,
+                on_event=on_event,
+                lock_timeout=lock_timeout,
+                validate_queries=validate_queries,
+                cancel=stop,
+                full_refresh=full_refresh,
+            )
     _summary(console, result)
     if result.interrupted:
         raise typer.Exit(130)
     if not result.ok:
         raise typer.Exit(1)
+
+
+def _warm_refusal(flag: bool | None, settings: SparkSettings) -> str | None:
+    """Why this run does not go to the warm engine (``--cold``, CI, a target it cannot serve), or ``None``."""
+    choice = warm_choice(flag)
+    if not choice.enabled:
+        return choice.reason
+    return warm_refusal(settings)
 
 
 def _print_line(event: RunEvent) -> None:

@@ -12,7 +12,9 @@ this machine only:
   on its classic session, exactly as a cold command would in its own JVM: the *checks* (the query
   analysis of ``plan`` and the sandbox check every Connect query passes first), each in a child
   session with the analysis sandbox's settings (``engine.settings.analysis_settings``), so nothing a
-  manifest names runs; and ``sql`` whole. Results are the same by construction.
+  manifest names runs; ``sql`` whole; and ``run`` whole, as a *streaming* request (:func:`stream`): the
+  server sends messages (the run's events) while it works, and the caller sends interrupts back (a
+  first Ctrl-C, a second, or its going away). Results are the same by construction.
 
 Which request the socket answers is the caller's choice (:func:`serve` takes the handlers); the
 messages are pickled, which is sound because only this user can reach the socket, and both ends are
@@ -172,12 +174,42 @@ def engine_dir(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def warm_eligible(settings: SparkSettings) -> bool:
-    """Whether a target can run on the warm engine: a local master, and no setting the server's JVM
-    could not honour (a ``spark_conf`` key outside ``spark.sql.*``, such as driver memory, asks for a
-    JVM of its own, so such a target runs cold)."""
-    if is_connect(settings.master) or not settings.master.strip().startswith("local"):
-        return False
-    return all(key.startswith("spark.sql.") for key in settings.conf)
+    """Whether a target can run on the warm engine (see :func:`warm_refusal`)."""
+    return warm_refusal(settings) is None
+
+
+def warm_refusal(settings: SparkSettings) -> str | None:
+    """Why a target cannot run on the warm engine, or ``None``: it needs a local master, and no setting
+    the server's JVM could not honour (a ``spark_conf`` key outside ``spark.sql.*``, such as driver
+    memory, asks for a JVM of its own, so such a target runs cold)."""
+    master = settings.master.strip()
+    if is_connect(master) or not master.startswith("local"):
+        return f"the target's master {master} is not local"
+    jvm = sorted(key for key in settings.conf if not key.startswith("spark.sql."))
+    if jvm:
+        return f"the target's spark_conf sets {', '.join(jvm)}, which needs a JVM of its own"
+    return None
+
+
+def session_refusal(session: SparkSession, settings: SparkSettings) -> str | None:
+    """In the server: why its session cannot take the target's SQL settings, or ``None``.
+
+    A run's child session gets every ``spark.sql.*`` setting of the target; a *static* one (fixed when
+    the JVM started) can only be honoured if the server already has that value.
+    """
+    fixed = sorted(
+        key
+        for key, value in settings.conf.items()
+        if key.startswith("spark.sql.")
+        and not session.conf.isModifiable(key)
+        and session.conf.get(key, None) != str(value)
+    )
+    if fixed:
+        return (
+            f"the target's spark_conf sets {', '.join(fixed)}, which the warm engine's session cannot "
+            "change (static settings)"
+        )
+    return None
 
 
 # --- the server's record ------------------------------------------------------------------------------------
@@ -535,10 +567,167 @@ def call(info: ServerInfo, op: str, *args: Any, timeout: float | None = None) ->
     raise value
 
 
+#: How long a caller waits for a request's last answer after asking it to stop at once (a second Ctrl-C).
+ABORT_WAIT_S = 30.0
+#: How often a streaming caller looks at its interrupt while no message arrives.
+_POLL_S = 0.1
+#: What a caller sends on a streaming request's connection to interrupt it: ``(INTERRUPT, level)``.
+INTERRUPT = "interrupt"
+#: Level 1: finish what is in progress and start nothing more (a first Ctrl-C).
+STOP = 1
+#: Level 2: stop at once (a second Ctrl-C, or the caller went away).
+ABORT = 2
+
+
+def stream(
+    info: ServerInfo,
+    op: str,
+    *args: Any,
+    on_message: Callable[[Any], object],
+    cancel: threading.Event | None = None,
+) -> Any:
+    """Ask the server to run the streaming request ``op(*args)``: each message it sends while it runs is
+    given to ``on_message`` (on this thread), and its result is returned, or its exception raised.
+
+    ``cancel`` set (a first Ctrl-C) asks the request to :data:`STOP`; a ``KeyboardInterrupt`` here (a
+    second one) asks it to :data:`ABORT`, shows the messages it still sends for up to
+    :data:`ABORT_WAIT_S` seconds, and goes on up. A server that goes away meanwhile is a one-line
+    ``EngineError``. Messages are read by a thread of their own, so that signals stay prompt here.
+    """
+    import queue
+
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        try:
+            conn.connect(info.socket)
+        except OSError as e:
+            raise EngineError(
+                f"the warm engine does not answer ({e.strerror or e}); --cold runs without it"
+            ) from None
+        _send(conn, (op, args))
+        frames: queue.Queue[tuple[bool | None, Any] | BaseException] = queue.Queue()
+        threading.Thread(target=_read_frames, args=(conn, frames), daemon=True, name="warm-stream").start()
+        sent = 0
+        try:
+            while True:
+                if cancel is not None and cancel.is_set() and sent < STOP:
+                    sent = STOP
+                    _interrupt(conn, STOP)
+                try:
+                    frame = frames.get(timeout=_POLL_S)
+                except queue.Empty:
+                    continue
+                done, value = _take(frame, on_message, info)
+                if done:
+                    return value
+        except KeyboardInterrupt:
+            _interrupt(conn, ABORT)
+            deadline = time.monotonic() + ABORT_WAIT_S
+            with contextlib.suppress(Exception):  # the last answer, or an error: the interrupt goes on
+                while time.monotonic() < deadline:
+                    if _take(frames.get(timeout=max(0.0, deadline - time.monotonic())), on_message, info)[0]:
+                        break
+            raise
+    finally:
+        conn.close()
+
+
+def _read_frames(conn: socket.socket, frames: Any) -> None:
+    """The streaming caller's reader: every frame until the last (``ok`` not ``None``), or the error."""
+    while True:
+        try:
+            data = _exactly(conn, _HEADER.unpack(_exactly(conn, _HEADER.size))[0])
+        except (OSError, EOFError) as e:
+            frames.put(e)
+            return
+        try:
+            frame = pickle.loads(data)  # only this user can reach the socket
+        except Exception as e:  # an exception class this side cannot rebuild: its text, as a last answer
+            frame = (False, EngineError(f"the warm engine's answer could not be read: {e}"))
+        frames.put(frame)
+        if frame[0] is not None:
+            return
+
+
+def _take(
+    frame: tuple[bool | None, Any] | BaseException, on_message: Callable[[Any], object], info: ServerInfo
+) -> tuple[bool, Any]:
+    """``(True, result)`` for the last frame (its exception raised), ``(False, None)`` after a message."""
+    if isinstance(frame, BaseException):
+        log = Path(info.socket).parent / LOG_FILE
+        raise EngineError(
+            f"the warm engine went away during the command ({_last_line(log)}; log: {log}); every commit "
+            "is atomic, so each dataset kept what it had committed: run it again (--cold runs without it)"
+        )
+    ok, value = frame
+    if ok is None:
+        on_message(value)
+        return False, None
+    if ok:
+        return True, value
+    raise value
+
+
+def _interrupt(conn: socket.socket, level: int) -> None:
+    with contextlib.suppress(OSError):
+        _send(conn, (INTERRUPT, level))
+
+
 # --- the server's side -------------------------------------------------------------------------------------
 
 #: A request the server answers: called with the server's classic session and the request's arguments.
 Handler = Callable[..., Any]
+#: A streaming request: called as ``handler(session, channel, *args)`` (see :class:`Channel`).
+StreamHandler = Callable[..., Any]
+
+
+class Channel:
+    """The server's end of one streaming request: messages out, the caller's interrupts in.
+
+    ``stop`` is set by :data:`STOP`, ``stop`` and ``abort`` by :data:`ABORT` or by the caller going
+    away (its connection closed: a killed command), so that a request nobody waits for ends at once.
+    """
+
+    def __init__(self, conn: socket.socket) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+        self._done = False
+        self.stop = threading.Event()
+        self.abort = threading.Event()
+
+    def send(self, message: object) -> None:
+        """Send a message to the caller (from any thread); a caller gone away is not an error here."""
+        with self._lock:
+            if self._done:
+                return
+            with contextlib.suppress(OSError):
+                _send(self._conn, (None, message))
+
+    def finish(self, result: tuple[bool, Any]) -> None:
+        with self._lock:
+            self._done = True
+            try:
+                _send(self._conn, result)
+            except (OSError, pickle.PicklingError, TypeError, AttributeError):
+                with contextlib.suppress(OSError):
+                    _send(self._conn, (False, EngineError(str(result[1]))))
+
+    def listen(self) -> None:
+        """Read the caller's interrupts until its connection closes (then: abort, unless finished)."""
+        while True:
+            try:
+                kind, level = _receive(self._conn)
+            except (OSError, EOFError, pickle.UnpicklingError, TypeError, ValueError):
+                with self._lock:
+                    if self._done:
+                        return
+                self.stop.set()
+                self.abort.set()
+                return
+            if kind == INTERRUPT:
+                self.stop.set()
+                if level >= ABORT:
+                    self.abort.set()
 
 
 def server_settings() -> SparkSettings:
@@ -610,11 +799,13 @@ def serve(
     idle: float,
     handlers: Mapping[str, Handler],
     warm_up: Callable[[SparkSession], object] | None = None,
+    streams: Mapping[str, StreamHandler] | None = None,
 ) -> int:
     """Run a server in this process until it is idle for ``idle`` seconds, told to stop, or its JVM dies.
 
     Each handler is called as ``handler(session, *args)`` on a thread of its own, with the server's
-    classic session. Before the record is written, a Connect client runs a few queries (and
+    classic session; a streaming one (``streams``) as ``handler(session, channel, *args)``, see
+    :func:`stream`. Before the record is written, a Connect client runs a few queries (and
     ``warm_up(session)`` whatever the checks need), so that the first command finds a warm JVM. The
     record is written last, once the JVM and both endpoints are up, and removed first when stopping,
     so a command never finds a record of a server that is not ready.
@@ -648,6 +839,7 @@ def serve(
     _write_atomically(directory / STATE_FILE, info.to_json())
     _say(f"ready: Connect on 127.0.0.1:{port}, checks on {sock_path}, idle timeout {idle:.0f} s")
     requests = {"ping": lambda _session: "pong", **handlers}
+    streaming = dict(streams or {})
 
     def answer(conn: socket.socket) -> None:
         with conn:
@@ -656,6 +848,9 @@ def serve(
                 if op == "stop":
                     stopping.set()
                     _send(conn, (True, None))
+                    return
+                if op in streaming:
+                    _answer_stream(conn, streaming[op], session, args)
                     return
                 handler = requests.get(op)
                 if handler is None:
@@ -703,6 +898,18 @@ def serve(
         with contextlib.suppress(Exception):
             holder.stop()
     return 0
+
+
+def _answer_stream(conn: socket.socket, handler: StreamHandler, session: SparkSession, args: Any) -> None:
+    """One streaming request: the caller's interrupts are read beside the handler, which sends its
+    messages through the channel; its result (or exception) is the last frame."""
+    channel = Channel(conn)
+    threading.Thread(target=channel.listen, daemon=True, name="warm-listen").start()
+    try:
+        result: tuple[bool, Any] = (True, handler(session, channel, *args))
+    except Exception as e:  # every failure is the caller's answer
+        result = (False, e)
+    channel.finish(result)
 
 
 def _idle_and_unused(directory: Path, info: ServerInfo, idle: float) -> bool:
@@ -756,13 +963,16 @@ def _say(message: str) -> None:
 
 
 def serve_main(
-    argv: list[str], handlers: Mapping[str, Handler], warm_up: Callable[[SparkSession], object] | None = None
+    argv: list[str],
+    handlers: Mapping[str, Handler],
+    warm_up: Callable[[SparkSession], object] | None = None,
+    streams: Mapping[str, StreamHandler] | None = None,
 ) -> int:
     """``python -m ENTRY serve DIR IDLE``: what :meth:`WarmEngine._start` runs."""
     if len(argv) != 3 or argv[0] != "serve":
         sys.stderr.write("usage: python -m ENTRY serve DIR IDLE_SECONDS\n")
         return 2
-    return serve(Path(argv[1]), float(argv[2]), handlers, warm_up)
+    return serve(Path(argv[1]), float(argv[2]), handlers, warm_up, streams)
 
 
 # --- a session on it --------------------------------------------------------------------------------------

@@ -17,7 +17,10 @@ in flight finish (each commit is atomic, so a dataset is either updated or untou
 dataset not started is recorded as ``cancelled``. A ``KeyboardInterrupt`` reaching the scheduler
 (a second Ctrl-C) abandons the datasets in flight at once: they too are recorded as ``cancelled``,
 the results are written and the interrupt goes on up to the caller, which must end the process
-(worker threads cannot be stopped from outside).
+(worker threads cannot be stopped from outside). A caller that cannot raise in the run's thread and
+does not end its process (the warm engine's server, ``run.warm_service``) sets ``abort`` instead: the
+same results, returned, and the workspace lock kept until the abandoned datasets' threads have ended
+(the caller cancels their Spark jobs), so that no later run meets them.
 
 With ``threads > 1`` independent datasets run at the same time, dbt-style: a dataset starts once all
 its selected upstream datasets have finished. The Spark session is shared (the engine isolates each
@@ -33,6 +36,7 @@ import json
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
@@ -55,7 +59,7 @@ from odfproj.quality.definitions import DataTest, load_suite
 from odfproj.quality.execute import blocking, run_tests
 from odfproj.run.apply import ApplyResult, apply_plan, check_plan
 from odfproj.run.queue import ReadyQueue
-from odfproj.run.runlog import log_path, run_log
+from odfproj.run.runlog import RUN_THREADS, log_path, run_log
 from odfproj.storage.fsutil import replace_atomic
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.coordinator import update_derivative
@@ -228,6 +232,7 @@ def run_project(
     validate_queries: bool = True,
     cancel: threading.Event | None = None,
     full_refresh: bool = False,
+    abort: threading.Event | None = None,
 ) -> RunResult:
     """Apply the selected definitions, then ingest/transform every selected dataset (see module doc).
 
@@ -235,7 +240,8 @@ def run_project(
     or breaks Schema Evolution stops the run before its SetTransform is appended. Setting ``cancel``
     (from a signal handler, another thread) stops the run between datasets. ``full_refresh`` makes
     every selected derivative recompute its query over its inputs' whole states (the full path), even
-    a stateless or grouped one that would read only the new records.
+    a stateless or grouped one that would read only the new records. ``abort`` set acts as a second
+    Ctrl-C that returns (see the module doc).
     """
     started = datetime.now(UTC)
     clock = time.monotonic()
@@ -243,7 +249,8 @@ def run_project(
     workspace = Workspace(config.workspace(request.target))
     stop = cancel or threading.Event()
     log_file = log_path(workspace.root, started)
-    with workspace.lock(purpose="odfproj run", timeout=lock_timeout), run_log(log_file) as log:
+    workers = f"{RUN_THREADS}-{uuid.uuid4().hex[:8]}"  # this run's, in its log (see run_log)
+    with workspace.lock(purpose="odfproj run", timeout=lock_timeout), run_log(log_file, workers) as log:
         log.info(
             "odfproj %s: project %s, target %s", __version__, config.name, config.target(request.target).name
         )
@@ -311,12 +318,16 @@ def run_project(
         for name in order:
             if name not in steps:
                 report(RunEvent(name, "finish", Work.NONE, _no_data_step(name)))
-        scheduler = _Scheduler(tuple(steps), upstream, work_on, max(1, threads), report, stop)
+        scheduler = _Scheduler(tuple(steps), upstream, work_on, max(1, threads), report, stop, abort, workers)
         try:
             results = scheduler.run(cancelled)
         except KeyboardInterrupt:
             finish(scheduler.abandon(cancelled))
             raise
+        except _Aborted:
+            aborted = finish(scheduler.abandon(cancelled))
+            scheduler.pool.shutdown(wait=True)  # under the lock: the abandoned threads end first
+            return aborted
         return finish(results)
 
 
@@ -327,6 +338,13 @@ def write_run_results(result: RunResult) -> Path:
 
 
 # --- scheduling ----------------------------------------------------------------------------------
+
+#: How often a scheduler with an ``abort`` event looks at it while datasets run.
+_ABORT_POLL_S = 0.2
+
+
+class _Aborted(Exception):
+    """``abort`` was set: a second Ctrl-C, relayed by a caller that cannot raise in this thread."""
 
 
 class _Scheduler:
@@ -345,8 +363,11 @@ class _Scheduler:
         threads: int,
         on_event: Callable[[RunEvent], None] | None,
         stop: threading.Event,
+        abort: threading.Event | None = None,
+        workers: str = RUN_THREADS,
     ) -> None:
         self.order = order
+        self.abort = abort
         self.queue = ReadyQueue(order, upstream)
         self.work_on = work_on
         self.threads = threads
@@ -354,10 +375,13 @@ class _Scheduler:
         self.stop = stop
         self.results: dict[str, DatasetRun] = {}
         self.running: dict[str, Future[DatasetRun]] = {}
-        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="odfproj-run")
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=workers)
 
     def run(self, cancelled: Callable[[str, str], DatasetRun]) -> dict[str, DatasetRun]:
+        poll = None if self.abort is None else _ABORT_POLL_S
         while True:
+            if self.abort is not None and self.abort.is_set():
+                raise _Aborted
             if self.stop.is_set():
                 self.queue.cancel()
             while self.queue and len(self.running) < self.threads:
@@ -365,7 +389,7 @@ class _Scheduler:
                 self.running[name] = self.pool.submit(self.work_on, name)
             if not self.running:  # all done, or interrupted
                 break
-            done, _ = wait(list(self.running.values()), return_when=FIRST_COMPLETED)
+            done, _ = wait(list(self.running.values()), timeout=poll, return_when=FIRST_COMPLETED)
             for name, future in list(self.running.items()):
                 if future in done:
                     del self.running[name]

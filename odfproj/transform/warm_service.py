@@ -12,13 +12,11 @@ The checks, the schema and the execution mode are therefore the ones a cold plan
 classic session with the target's settings, the very code a cold ``sql`` runs, and sends the rows back;
 the command imports no Spark client at all.
 
-This module is also the server's entry point (``python -m odfproj.transform.warm_service serve DIR
-IDLE``): it is the lowest layer that knows every check the server answers.
+The server's entry point, which adds ``run`` to these requests, is ``run.warm_service``.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,7 +28,7 @@ import pyarrow as pa
 from odfproj.engine.session import SparkSessionHolder, SparkSettings
 from odfproj.engine.settings import analysis_settings
 from odfproj.engine.spark import CHECK_QUERY, SparkEngine, check_in_sandbox
-from odfproj.engine.warm import Handler, WarmSessionHolder, call, serve_main
+from odfproj.engine.warm import Handler, WarmSessionHolder, call
 from odfproj.odf import model
 from odfproj.odf.data_schema import Vocab
 from odfproj.state.views import run_sql
@@ -38,10 +36,7 @@ from odfproj.storage.workspace import Workspace
 from odfproj.transform.modes import CheckedQuery
 from odfproj.transform.validate import EngineChecks
 
-__all__ = ["ENTRY", "WarmChecks", "handlers", "warm_sql"]
-
-#: The module the warm server runs (``WarmEngine(entry=ENTRY)``).
-ENTRY = "odfproj.transform.warm_service"
+__all__ = ["WarmChecks", "handlers", "warm_sql"]
 
 _DERIVATIVE = "check_derivative"
 _SOURCE = "check_source"
@@ -139,7 +134,3 @@ def warm_up(session: object) -> None:
     )
     inputs = {"a": pa.schema([("event_time", pa.timestamp("ms", tz="UTC")), ("k", pa.string())])}
     _check_derivative(session, "warm-up", transform, inputs, None)
-
-
-if __name__ == "__main__":
-    sys.exit(serve_main(sys.argv[1:], handlers(), warm_up))

@@ -44,12 +44,13 @@ from odfproj.engine.warm import (
 from odfproj.errors import EngineError
 from odfproj.odf import model
 from odfproj.project.config import load_project
+from odfproj.run.warm_service import ENTRY
 from odfproj.state.read import read_changelog
 from odfproj.state.views import run_sql
 from odfproj.storage.verify import verify_dataset
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.validate import query_checker
-from odfproj.transform.warm_service import ENTRY, WarmChecks
+from odfproj.transform.warm_service import WarmChecks
 from tests.cli_inprocess import cli_in, run_main_split
 from tests.state.test_views import workspace  # noqa: F401 - the fixture: a project run cold, twice
 from tests.transform.helpers import schema_with

@@ -46,12 +46,16 @@ def _project(root: Path) -> Path:
 class _Run:
     """``odfproj run`` as a child process whose stdout and stderr lines arrive on queues."""
 
-    def __init__(self, root: Path) -> None:
-        env = _env(root)
+    def __init__(
+        self,
+        root: Path,
+        args: tuple[str, ...] = ("run", "--no-validate-queries"),
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "odfproj", "run", "--no-validate-queries"],
+            [sys.executable, "-m", "odfproj", *args],
             cwd=root,
-            env=env,
+            env=_env(root) if env is None else env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
