@@ -220,7 +220,15 @@ def update_derivative(
                     (changes, why_full), mode = _join_changes(engine, transform, p, slices, name), "join"
             if changes is None:
                 changes, mode = _full_changes(engine, transform, dataset, p, slices, name), "full"
-            written = write_changes(changes, next_offset(p), system_time, path, p.arrow_schema, vocab)
+            written = write_changes(
+                changes,
+                next_offset(p),
+                system_time,
+                path,
+                p.arrow_schema,
+                vocab,
+                collect_below=_collect_below(p, slices, mode),
+            )
         head = commit_data(
             dataset,
             p,
@@ -241,6 +249,31 @@ def update_derivative(
             written.count, True, f"appended {written.count} records{note}", mode, why_full
         )
     return TransformOutcome(0, True, f"inputs consumed, the result did not change{note}", mode, why_full)
+
+
+#: An update that reads at most this many input records (the chain says how many) expects few changes:
+#: they are written through the driver (``write_changes``'s ``collect_below``), one Spark job instead of
+#: three; if there are more after all (a join can multiply rows), the Spark writer takes over.
+SMALL_UPDATE_RECORDS = 50_000
+
+
+def _collect_below(p: ChainProjection, slices: list[InputSlice], mode: str) -> int:
+    """``SMALL_UPDATE_RECORDS`` when the records this update read are that few, else 0 (the Spark writer).
+
+    Counted from the chain, no job: each input's new records on an incremental path; on the full path
+    every input's records and the derivative's own.
+    """
+
+    def records(last: int | None, consumed: int | None = None) -> int:
+        return 0 if last is None else last - (-1 if consumed is None else consumed)
+
+    if mode == "full":
+        read = records(p.last_offset) + sum(records(s.projection.last_offset) for s in slices)
+    else:
+        read = sum(
+            records(s.projection.last_offset, s.query_input.prev_offset) for s in slices if s.has_new_records
+        )
+    return SMALL_UPDATE_RECORDS if read <= SMALL_UPDATE_RECORDS else 0
 
 
 def _input_vocabs(slices: list[InputSlice]) -> dict[str, Vocab]:

@@ -14,7 +14,7 @@ signed count of each row in the new result minus its count in the stored state.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from odfproj.engine.driver_slices import collect_small, driver_writable, write_driver_slice
 from odfproj.engine.errors import InvalidQueryError
 from odfproj.engine.slices import nullable, number_rows, write_slices
 from odfproj.engine.spark import SparkEngine
@@ -259,6 +260,8 @@ def write_changes(
     path: Path,
     declared: pa.Schema | None,
     vocab: Vocab | None = None,
+    *,
+    collect_below: int = 0,
 ) -> WrittenChanges:
     """Number ``changes`` from ``next_offset`` in a fixed order and write them as one Parquet file.
 
@@ -267,6 +270,10 @@ def write_changes(
     The file gets the schema of :func:`output_schema` (``declared``: the derivative's data schema, if it
     has one), its system columns named by ``vocab``, cast in Spark before a Spark task writes it: no
     record reaches the driver. Nothing is written when there are no changes.
+
+    ``collect_below > 0`` says the caller expects few changes: up to that many are sorted by the same
+    order, collected as Arrow and written by the driver (:mod:`odfproj.engine.driver_slices`, one Spark
+    job instead of three, the same file to the logical hash); more fall back to the Spark writer.
     """
     from pyspark.sql import functions as F
 
@@ -277,22 +284,31 @@ def write_changes(
         _col(EVENT_TIME).asc_nulls_first(),
         *(_sort_key(changes, c) for c in data_columns),
     ]
+    ordered = changes.orderBy(*order)
+
+    def sources(offset: Column) -> dict[str, Column]:
+        return {
+            vocab.offset: offset,
+            vocab.op: _col(OP),
+            vocab.system_time: F.lit(_utc_literal(system_time)).cast("timestamp"),
+            vocab.event_time: _col(EVENT_TIME),
+            **{c: _col(c) for c in data_columns},
+        }
+
+    if collect_below > 0:
+        written = _write_through_driver(ordered, sources, declared, vocab, next_offset, path, collect_below)
+        if written is not None:
+            return written
     # A distributed sort, numbered by per-partition counts (engine.slices): no single-partition window.
-    numbered = number_rows(changes.orderBy(*order), _OFFSET, next_offset)
+    numbered = number_rows(ordered, _OFFSET, next_offset)
     if not numbered.count:
         return WrittenChanges(0, None)
-    sources = {
-        vocab.offset: _col(_OFFSET),
-        vocab.op: _col(OP),
-        vocab.system_time: F.lit(_utc_literal(system_time)).cast("timestamp"),
-        vocab.event_time: _col(EVENT_TIME),
-        **{c: _col(c) for c in data_columns},
-    }
-    spark_schema = numbered.frame.select(*(value.alias(name) for name, value in sources.items())).schema
+    stored = sources(_col(_OFFSET))
+    spark_schema = numbered.frame.select(*(value.alias(name) for name, value in stored.items())).schema
     schema = output_schema(arrow_schema_from_spark(spark_schema, system_columns=False), declared, vocab)
     columns = []
     for f in schema:
-        value = sources[f.name].cast(spark_type_from_arrow(f.type))
+        value = stored[f.name].cast(spark_type_from_arrow(f.type))
         columns.append((nullable(value, numbered) if f.nullable else value).alias(f.name))
     folder = Path(path).parent
     folder.mkdir(parents=True, exist_ok=True)
@@ -304,3 +320,37 @@ def write_changes(
     finally:
         shutil.rmtree(written.path.parent, ignore_errors=True)
     return WrittenChanges(written.count, schema)
+
+
+def _write_through_driver(
+    ordered: DataFrame,
+    sources: Callable[[Column], dict[str, Column]],
+    declared: pa.Schema | None,
+    vocab: Vocab,
+    next_offset: int,
+    path: Path,
+    limit: int,
+) -> WrittenChanges | None:
+    """``write_changes`` for at most ``limit`` changes in the driver; ``None``: the Spark writer must do it.
+
+    ``None`` for more changes than ``limit`` (after one top-k job) or a column the driver does not
+    write exactly as Spark (:func:`odfproj.engine.driver_slices.driver_writable`; decided before any job).
+    """
+    from pyspark.sql import functions as F
+
+    stored = sources(F.lit(next_offset).cast("long"))
+    spark_schema = ordered.select(*(value.alias(name) for name, value in stored.items())).schema
+    schema = output_schema(arrow_schema_from_spark(spark_schema, system_columns=False), declared, vocab)
+    if not driver_writable(schema):
+        return None
+    values = [
+        stored[f.name].cast(spark_type_from_arrow(f.type)).alias(f.name)
+        for f in schema
+        if f.name != vocab.offset
+    ]
+    table = collect_small(ordered.select(*values), limit)
+    if table is None:
+        return None
+    if table.num_rows == 0:
+        return WrittenChanges(0, None)
+    return WrittenChanges(write_driver_slice(table, schema, vocab.offset, next_offset, path), schema)
