@@ -215,7 +215,11 @@ def add_run(
         older, newer = result[-2], result[-1]
         names = [c.name for c in schema.fields if c.name != COUNT]
         with_bucket = T.StructType([*schema.fields, T.StructField(BUCKET, T.IntegerType())])
-        stored = session.read.schema(with_bucket).parquet(str(folder / older.name), str(folder / newer.name))
+        # One read per run: Spark refuses two partitioned roots in one read.
+        older_rows, newer_rows = (
+            session.read.schema(with_bucket).parquet(str(folder / r.name)) for r in (older, newer)
+        )
+        stored = older_rows.unionByName(newer_rows)
         merged = (
             stored.groupBy(*[column(c) for c in (*names, BUCKET)])
             .agg(F.sum(column(COUNT)).cast("long").alias(COUNT))
