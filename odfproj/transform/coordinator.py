@@ -10,8 +10,9 @@
    a data-less ExecuteTransform when only the inputs' watermarks moved;
 4. otherwise, under an unchanged SetTransform, takes the incremental path of the query's mode: the
    inputs' new records only (``stateless``, :mod:`odfproj.transform.incremental`), merged into per-group
-   partials (``grouped``, :mod:`odfproj.transform.grouped`) or joined with the other inputs' states
-   (``join``, :mod:`odfproj.transform.joins`); for any other query (or ``full_refresh``)
+   partials (``grouped``, :mod:`odfproj.transform.grouped`) or joined with the other inputs' rows
+   they meet, found by join key (``join``, :mod:`odfproj.transform.joins`,
+   :mod:`odfproj.transform.join_sides`); for any other query (or ``full_refresh``)
    recomputes it over the inputs' full current states and diffs it with the derivative's own current
    state (:mod:`odfproj.transform.execute`); either way commits the difference as one data slice,
    plus a SetDataSchema before the first data and whenever the query added columns

@@ -1,5 +1,5 @@
 """The join path: a derivative update over its inputs' new records and, where a join needs them, the
-other inputs' states; never the derivative's own records.
+other inputs' rows they meet; never the derivative's own records.
 
 A ``join`` query (:mod:`odfproj.transform.modes`: inner, left and right equi-joins of stateless
 pipelines, no input on both sides of a join) is *linear in each input taken alone*: with the other
@@ -18,6 +18,10 @@ and reads the events' new records and the dimension's state, never the events' h
 does), and the two multisets end in the same :func:`odfproj.transform.incremental.signed_changes` as
 every incremental path: the block is the full path's, record for record, so ``verify --reproduce``
 reproduces it and the result does not depend on how the inputs' records were split into blocks.
+
+With the derivative's join index (:mod:`odfproj.transform.join_sides`), a term reads of an input
+joined to the changed one by an equality only the rows whose join key occurs in the change; the
+other inputs' states come from their changelogs, as without it.
 
 :func:`join_delta` returns the signed rows (added, withdrawn) before netting, so a grouped
 aggregation over a join can consume them; :func:`join_changes` nets them into records.
