@@ -326,19 +326,22 @@ def keep_join_index(
 ) -> None:
     """After a commit at ``head``: advance the join index to the offsets that block consumed.
 
-    From the index this update opened (``sides``), else from the stored one (caught up) or the
-    inputs' records (rebuilt); nothing for a query without edges. Best effort: a crash before the
-    manifest is replaced leaves an index stamped with an older head, which the next update catches up.
+    From the index this update opened (``sides``), else from the stored one (caught up); nothing for
+    a query without edges, or without a stored index (after a full-path commit): the first join
+    update builds it, so a derivative's first run (full) reads its inputs once, as before. Best
+    effort: a crash before the manifest is replaced leaves an index stamped with an older head,
+    which the next update catches up.
     """
     if sides is not None:
         plan, index = sides.plan, sides.index
     else:
-        if len(inputs) < 2:
+        if len(inputs) < 2 or not (join_index_directory(dataset) / "manifest.json").exists():
             return
         found = _plan(transform, analysed_edges(engine, transform, inputs), inputs)
-        if found is None:
+        index = load_join_index(dataset, found.fingerprint) if found is not None else None
+        if found is None or index is None:
             return
-        plan, index = found, load_join_index(dataset, found.fingerprint)
+        plan = found
     target = {s.alias.lower(): s.current for s in inputs}
     try:
         _advanced(engine, dataset, plan, inputs, target, head, index)
