@@ -118,26 +118,34 @@ def state_columns_of(names: Sequence[str]) -> list[str]:
 
 def analysed_edges(
     engine: SparkEngine, transform: model.TransformSql, inputs: Sequence[IndexedInput]
-) -> tuple[JoinEdge, ...]:
-    """The join edges of ``transform`` if it is a ``join`` query, else none (analysis only, nothing read)."""
+) -> tuple[tuple[JoinEdge, ...], frozenset[str]]:
+    """The join edges of ``transform`` and its inputs on the optional side of an outer join (which
+    never run a term), if it is a ``join`` query, else none (analysis only, nothing read)."""
     from odfproj.engine.dialects import translated_queries
     from odfproj.engine.spark import analysed_plan_json
 
     result = engine.query({s.alias: s.empty_view(engine) for s in inputs}, transform)
-    if not query_mode(transform, result).is_join:
-        return ()
+    mode = query_mode(transform, result)
+    if not mode.is_join:
+        return (), frozenset()
     plan = analysed_plan_json(result)
-    return join_edges(plan, [step.alias for step in translated_queries(transform)]) if plan else ()
+    steps = [step.alias for step in translated_queries(transform)]
+    return (join_edges(plan, steps) if plan else ()), mode.fixed_inputs
 
 
-def _keys(edges: Sequence[JoinEdge], inputs: Sequence[IndexedInput]) -> dict[tuple[str, str], tuple]:
-    """Per ordered pair (changed alias, other alias), lower case: the first edge's (key, other's stored key)."""
+def _keys(
+    edges: Sequence[JoinEdge], fixed: frozenset[str], inputs: Sequence[IndexedInput]
+) -> dict[tuple[str, str], tuple]:
+    """Per ordered pair (changed alias, other alias), lower case: the first edge's (key, other's stored
+    key); none for a changed input in ``fixed`` (its change takes the full path, no term reads by key)."""
     by_alias = {s.alias.lower(): s for s in inputs}
     pairs: dict[tuple[str, str], tuple] = {}
     for edge in edges:
         for mine, theirs in ((edge.left, edge.right), (edge.right, edge.left)):
             other = by_alias.get(theirs.alias)
-            if mine.alias not in by_alias or other is None or (mine.alias, theirs.alias) in pairs:
+            if mine.alias not in by_alias or mine.alias in fixed or other is None:
+                continue
+            if (mine.alias, theirs.alias) in pairs:
                 continue
             stored = IndexedKey(other.alias.lower(), other.standard(theirs.column), theirs.kind)
             pairs[(mine.alias, theirs.alias)] = (mine, stored)
@@ -170,9 +178,11 @@ class _Plan:
 
 
 def _plan(
-    transform: model.TransformSql, edges: Sequence[JoinEdge], inputs: Sequence[IndexedInput]
+    transform: model.TransformSql,
+    analysed: tuple[tuple[JoinEdge, ...], frozenset[str]],
+    inputs: Sequence[IndexedInput],
 ) -> _Plan | None:
-    pairs = _keys(edges, inputs)
+    pairs = _keys(*analysed, inputs)
     if not pairs:
         return None
     keys = tuple(dict.fromkeys(stored for _, stored in pairs.values()))
