@@ -11,11 +11,14 @@ At each size, after the derivatives caught up, ``--rounds`` interleaved pairs of
 derivative: an update of ``--update`` x rows new records (a tenth of them Snapshot-style ``-C``/``+C``
 corrections of earlier rows) through the normal path, then another such update with ``full_refresh``.
 Printed: medians per derivative and path, the large/small ratio of the normal update, and normal vs
-full refresh at the large size. Data is written with numpy/pyarrow and committed as AddData blocks
+full refresh at the large size. With ``--dim-update N`` (and ``joined`` measured), each round also
+corrects ``N`` rows of ``dims`` and times ``joined``'s update (``joined/dims``): the dimension's change
+joined with the events carrying its keys, which the join index finds by key instead of folding the
+events' whole history. Data is written with numpy/pyarrow and committed as AddData blocks
 (no ingest), the derivatives run through ``update_derivative`` on one local Spark session.
 
 Usage: ``.venv/bin/python bench/bench_incremental.py [--rows N] [--growth G] [--update F] [--rounds R]
-[--only NAME,...] [--normal-only]`` (defaults: 100,000 rows grown 10x, 0.1% updates, 2 rounds, every
+[--only NAME,...] [--normal-only] [--dim-update N]`` (defaults: 100,000 rows grown 10x, 0.1% updates, 2 rounds, every
 derivative; the issue's sizes are ``--rows 1000000``; ``--only joined`` measures one derivative and skips the
 others' work; ``--normal-only`` skips the full refreshes, which take minutes at 10M rows).
 """
@@ -113,6 +116,7 @@ class Source:
         self.rng = np.random.default_rng(seed)
         self.size = 0
         self.bumps: dict[int, int] = {}  # id -> how often it was corrected (its value is + that)
+        self.renames: dict[int, int] = {}  # dimension key -> how often its row was renamed
         self.clock = T0
 
     def tick(self) -> datetime:
@@ -146,6 +150,39 @@ class Source:
         _commit(self.ws.open("events"), table, self.scratch, now)
         self.size += len(fresh)
 
+    def update_dims(self, rows: int) -> None:
+        """``rows`` -C/+C pairs renaming random dimension rows (each keeps its key)."""
+        keys = self.rng.choice(DIM_ROWS, size=rows, replace=False).astype(np.int64)
+        before = [self.renames.get(k, 0) for k in keys.tolist()]
+        for k in keys.tolist():
+            self.renames[k] = self.renames.get(k, 0) + 1
+        now = self.tick()
+        table = pa.concat_tables(
+            [
+                _dims(keys, np.full(rows, CORRECT_FROM), before),
+                _dims(keys, np.full(rows, CORRECT_TO), [b + 1 for b in before]),
+            ]
+        )
+        _commit(self.ws.open("dims"), table, self.scratch, now)
+
+
+def _dims(keys: np.ndarray, ops: np.ndarray, renames: list[int]) -> pa.Table:
+    """Rows of ``dims``: key k is named ``dim k`` (``dim k/r`` after its r-th rename)."""
+    n = len(keys)
+    t0 = np.full(n, int(T0.timestamp() * 1000), np.int64)
+    names = [f"dim {k}" + (f"/{r}" if r else "") for k, r in zip(keys.tolist(), renames, strict=True)]
+    return pa.Table.from_arrays(
+        [
+            pa.array(np.zeros(n, np.int64)),
+            pa.array(ops.astype(np.int32)),
+            pa.array(t0).cast(TS),
+            pa.array(t0).cast(TS),
+            pa.array(keys),
+            pa.array(names, pa.string()),
+        ],
+        schema=DIMS,
+    )
+
 
 def setup(ws: Workspace, scratch: Path) -> Source:
     events = ws.create(
@@ -161,18 +198,7 @@ def setup(ws: Workspace, scratch: Path) -> Source:
         system_time=T0,
     )
     keys = np.arange(DIM_ROWS, dtype=np.int64)
-    table = pa.Table.from_arrays(
-        [
-            pa.array(np.zeros(DIM_ROWS, np.int64)),
-            pa.array(np.zeros(DIM_ROWS, np.int32)),
-            pa.array(np.full(DIM_ROWS, int(T0.timestamp() * 1000), np.int64)).cast(TS),
-            pa.array(np.full(DIM_ROWS, int(T0.timestamp() * 1000), np.int64)).cast(TS),
-            pa.array(keys),
-            pa.array([f"dim {k}" for k in keys.tolist()], pa.string()),
-        ],
-        schema=DIMS,
-    )
-    _commit(dims, table, scratch, T0)
+    _commit(dims, _dims(keys, np.zeros(DIM_ROWS, np.int64), [0] * DIM_ROWS), scratch, T0)
     for name, query in QUERIES.items():  # every derivative is defined; --only picks which run
         inputs = [model.TransformInput(dataset_ref=events.dataset_id.as_did_str(), alias="e")]
         if "JOIN d" in query:
@@ -203,8 +229,10 @@ def measure(
     rounds: int,
     names: list[str],
     paths: tuple[bool, ...] = (False, True),
+    dim_rows: int = 0,
 ) -> dict:
-    """Per derivative and path (normal, full refresh): update times over ``rounds`` interleaved pairs."""
+    """Per derivative and path (normal, full refresh): update times over ``rounds`` interleaved pairs;
+    with ``dim_rows``, also ``joined``'s update after a dimension change (``joined/dims``)."""
     times: dict[tuple[str, bool], list[float]] = {}
     modes: dict[tuple[str, bool], str] = {}
     for _ in range(rounds):
@@ -214,6 +242,11 @@ def measure(
                 seconds, mode = timed_update(ws, engine, name, source.clock, full)
                 times.setdefault((name, full), []).append(seconds)
                 modes[(name, full)] = mode
+            if dim_rows and "joined" in names:
+                source.update_dims(dim_rows)
+                seconds, mode = timed_update(ws, engine, "joined", source.clock, full)
+                times.setdefault(("joined/dims", full), []).append(seconds)
+                modes[("joined/dims", full)] = mode
     return {k: (statistics.median(v), modes[k], v) for k, v in times.items()}
 
 
@@ -230,6 +263,12 @@ def main() -> None:
         "--normal-only",
         action="store_true",
         help="time only the normal updates (a full refresh of a join at 10M rows takes minutes)",
+    )
+    parser.add_argument(
+        "--dim-update",
+        type=int,
+        default=0,
+        help="also time joined's update after N dimension rows are corrected (joined/dims)",
     )
     args = parser.parse_args()
     names = [n for n in args.only.split(",") if n]
@@ -260,11 +299,13 @@ def main() -> None:
                 flush=True,
             )
             paths = (False,) if args.normal_only else (False, True)
-            results[size] = measure(ws, engine, source, update_rows, args.rounds, names, paths)
+            results[size] = measure(
+                ws, engine, source, update_rows, args.rounds, names, paths, args.dim_update
+            )
             for (name, full), (median, mode, all_times) in sorted(results[size].items()):
                 label = "full refresh" if full else "normal"
                 print(
-                    f"  {size:>11,} {name:9} {label:12} mode={mode:9} median {median:6.2f}s  "
+                    f"  {size:>11,} {name:11} {label:12} mode={mode:9} median {median:6.2f}s  "
                     f"({', '.join(f'{t:.2f}' for t in all_times)})",
                     flush=True,
                 )
@@ -275,9 +316,10 @@ def main() -> None:
         + ("" if args.normal_only else ", and full refresh / normal at the large size")
         + ":"
     )
-    for name in names:
+    measured = [*names, *(["joined/dims"] if args.dim_update and "joined" in names else [])]
+    for name in measured:
         ratio = results[large][(name, False)][0] / results[small][(name, False)][0]
-        line = f"  {name:9} mode={results[large][(name, False)][1]:9} {ratio:5.2f}x"
+        line = f"  {name:11} mode={results[large][(name, False)][1]:9} {ratio:5.2f}x"
         if not args.normal_only:
             line += (
                 f"   full/normal {results[large][(name, True)][0] / results[large][(name, False)][0]:5.2f}x"

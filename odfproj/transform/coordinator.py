@@ -11,7 +11,8 @@
 4. otherwise, under an unchanged SetTransform, takes the incremental path of the query's mode: the
    inputs' new records only (``stateless``, :mod:`odfproj.transform.incremental`), merged into per-group
    partials (``grouped``, :mod:`odfproj.transform.grouped`, also over a join's delta) or joined with
-   the other inputs' states (``join``, :mod:`odfproj.transform.joins`); for any other query (or ``full_refresh``)
+   the other inputs' rows they meet, found by join key once their history is large (``join``,
+   :mod:`odfproj.transform.joins`, :mod:`odfproj.transform.join_sides`); for any other query (or ``full_refresh``)
    recomputes it over the inputs' full current states and diffs it with the derivative's own current
    state (:mod:`odfproj.transform.execute`); either way commits the difference as one data slice,
    plus a SetDataSchema before the first data and whenever the query added columns
@@ -45,6 +46,7 @@ from odfproj.transform.execute import compute_changes, write_changes
 from odfproj.transform.grouped import GroupedUpdate, grouped_changes, keep_group_state
 from odfproj.transform.incremental import stateless_changes
 from odfproj.transform.inputs import resolve_inputs
+from odfproj.transform.join_sides import IndexedInput, JoinSides, keep_join_index, open_join_sides
 from odfproj.transform.joins import JoinInput, join_changes
 
 if TYPE_CHECKING:
@@ -210,14 +212,20 @@ def update_derivative(
             vocab = Vocab.of(p.set_vocab)
             changes, mode, why_full = None, "full", None
             grouped: GroupedUpdate | None = None
+            sides: JoinSides | None = None
             if not (full_refresh or changed):
                 changes, mode = _stateless_changes(engine, transform, p, slices, name), "stateless"
                 if changes is None:
                     grouped = _grouped_changes(engine, transform, dataset, p, slices, name)
                     if grouped is not None:
                         changes, mode, why_full = grouped.changes, grouped.mode, grouped.reason
+                if changes is None and grouped is None and p.has_data and _join_index_pays(slices):
+                    sides = open_join_sides(engine, dataset, transform, _indexed_inputs(engine, slices))
                 if changes is None and grouped is None:
-                    (changes, why_full), mode = _join_changes(engine, transform, p, slices, name), "join"
+                    (changes, why_full), mode = (
+                        _join_changes(engine, transform, p, slices, name, sides),
+                        "join",
+                    )
             if changes is None:
                 changes, mode = _full_changes(engine, transform, dataset, p, slices, name), "full"
             written = write_changes(
@@ -242,6 +250,9 @@ def update_derivative(
     # written is found stale by its stamp and rebuilt by the next update.
     with suppress(OdfprojError), translating_errors(f"transform of {name} (its group state)"):
         _keep_group_state(engine, transform, dataset, head, slices, grouped if mode != "full" else None)
+    if mode in ("join", "full"):  # the same best effort for the join index (transform/join_sides.py)
+        with suppress(OdfprojError), translating_errors(f"transform of {name} (its join index)"):
+            keep_join_index(engine, dataset, transform, _indexed_inputs(engine, slices), head, sides)
     why_full = why_full or ""
     note = f" (full: {why_full})" if why_full else ""
     if written.count:
@@ -418,13 +429,21 @@ def _join_changes(
     p: ChainProjection,
     slices: list[InputSlice],
     name: str,
+    sides: JoinSides | None,
 ) -> tuple[DataFrame | None, str | None]:
-    """The join path (:mod:`odfproj.transform.joins`): ``None`` and, for a join it cannot take, why."""
+    """The join path (:mod:`odfproj.transform.joins`): ``None`` and, for a join it cannot take, why.
+
+    ``sides``: the join index, through which each term reads the other inputs' rows by join key."""
     if not p.has_data or p.arrow_schema is None:
         return None, None
-    inputs = _join_inputs(engine, slices)
     return join_changes(
-        engine, transform, inputs, p.arrow_schema, where=f"dataset {name}", vocab=Vocab.of(p.set_vocab)
+        engine,
+        transform,
+        _join_inputs(engine, slices),
+        p.arrow_schema,
+        where=f"dataset {name}",
+        vocab=Vocab.of(p.set_vocab),
+        sides=sides,
     )
 
 
@@ -443,4 +462,41 @@ def _join_inputs(engine: SparkEngine, slices: list[InputSlice]) -> list[JoinInpu
             after=as_of(s, s.projection.last_offset),
         )
         for s in slices
+    ]
+
+
+#: The join index pays once the inputs' history is this long (records, the chain says): below it, a term
+#: reads the other inputs' states from their changelogs, which costs less than the index's lookups and
+#: upkeep (up to 64 small files per commit); above it, never. Tests set it to 0 to exercise the index.
+JOIN_INDEX_MIN_RECORDS = 1_000_000
+
+
+def _join_index_pays(slices: list[InputSlice]) -> bool:
+    """Whether the inputs hold enough records for the join index to cost less than reading their states."""
+    held = sum(0 if s.projection.last_offset is None else s.projection.last_offset + 1 for s in slices)
+    return held >= JOIN_INDEX_MIN_RECORDS
+
+
+def _indexed_inputs(engine: SparkEngine, slices: list[InputSlice]) -> list[IndexedInput]:
+    """What the join index needs of each input: its schema, offsets, and its records between offsets."""
+
+    def records(s: InputSlice) -> Callable[[int | None, int | None], DataFrame]:
+        def between(after: int | None, upto: int | None) -> DataFrame:
+            view = changelog_between(s.dataset, s.projection.head, after, upto)
+            return read_changelog_frame(engine.session, view, s.projection.arrow_schema)
+
+        return between
+
+    return [
+        IndexedInput(
+            s.alias,
+            Vocab.of(s.projection.set_vocab),
+            s.projection.dataset_id.as_did_str(),
+            s.projection.arrow_schema,
+            s.query_input.prev_offset,
+            s.projection.last_offset,
+            records(s),
+        )
+        for s in slices
+        if s.projection.arrow_schema is not None
     ]

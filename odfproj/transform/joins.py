@@ -1,5 +1,5 @@
 """The join path: a derivative update over its inputs' new records and, where a join needs them, the
-other inputs' states; never the derivative's own records.
+other inputs' rows they meet; never the derivative's own records.
 
 A ``join`` query (:mod:`odfproj.transform.modes`: inner, left and right equi-joins of stateless
 pipelines, no input on both sides of a join) is *linear in each input taken alone*: with the other
@@ -19,6 +19,10 @@ does), and the two multisets end in the same :func:`odfproj.transform.incrementa
 every incremental path: the block is the full path's, record for record, so ``verify --reproduce``
 reproduces it and the result does not depend on how the inputs' records were split into blocks.
 
+With the derivative's join index (:mod:`odfproj.transform.join_sides`), a term reads of an input
+joined to the changed one by an equality only the rows whose join key occurs in the change; the
+other inputs' states come from their changelogs, as without it.
+
 :func:`join_delta` returns the signed rows (added, withdrawn) before netting, so a grouped
 aggregation over a join can consume them; :func:`join_changes` nets them into records.
 """
@@ -36,6 +40,7 @@ from odfproj.odf import model
 from odfproj.odf.data_schema import Vocab
 from odfproj.state.projections import query_state, signed_states
 from odfproj.transform.incremental import signed_changes
+from odfproj.transform.join_sides import JoinSides
 from odfproj.transform.modes import query_mode
 
 if TYPE_CHECKING:
@@ -81,23 +86,45 @@ class JoinDelta:
     why_full: str | None = None
 
 
-def _other_states(inputs: Sequence[JoinInput], term: int, changed: Sequence[int]) -> dict[str, DataFrame]:
-    """What the term of input ``term`` sees of every other input: the state after the new records for
-    the changed inputs before it, before them for those after it, the one state for unchanged inputs."""
-    return {
-        source.alias: query_state(
-            source.after() if position not in changed or position < term else source.before(), source.vocab
-        )
-        for position, source in enumerate(inputs)
-        if position != term
-    }
+def _other_states(
+    inputs: Sequence[JoinInput],
+    term: int,
+    changed: Sequence[int],
+    signed: tuple[DataFrame, DataFrame],
+    sides: JoinSides | None,
+) -> dict[str, DataFrame]:
+    """What the term of input ``term`` (its rows ``signed``: added, withdrawn) sees of every other
+    input: the state after the new records for the changed inputs before it, before them for those
+    after it, the one state for unchanged inputs. Through ``sides`` (the join index), only the rows
+    whose join key occurs in the term's rows, for every input joined to it by an equality."""
+    states = {}
+    for position, source in enumerate(inputs):
+        if position == term:
+            continue
+        after = position not in changed or position < term
+        if sides is not None:
+            extra = source.new_records if after and position in changed else None
+            found = sides.restricted(inputs[term].alias, *signed, source.alias, extra)
+            if found is not None:
+                states[source.alias] = found
+                continue
+        states[source.alias] = query_state(source.after() if after else source.before(), source.vocab)
+    return states
 
 
-def join_delta(engine: SparkEngine, transform: model.TransformSql, inputs: Sequence[JoinInput]) -> JoinDelta:
+def join_delta(
+    engine: SparkEngine,
+    transform: model.TransformSql,
+    inputs: Sequence[JoinInput],
+    sides: JoinSides | None = None,
+) -> JoinDelta:
     """The rows a ``join`` query's result gains and loses from its inputs' new records (the module's rule).
 
     ``JoinDelta(None)`` when the query is not ``join``; ``JoinDelta(None, why)`` when an input with new
-    records is one the query is not linear in (the optional side of an outer join). Lazy: nothing runs.
+    records is one the query is not linear in (the optional side of an outer join). ``sides``: the
+    derivative's join index (:mod:`odfproj.transform.join_sides`), through which a term reads only the
+    other inputs' rows its join keys meet; without it, their whole states. Lazy, but for the index's
+    small lookups (the buckets a term's keys fall in).
     """
     changed = [i for i, source in enumerate(inputs) if source.new_records is not None]
     added: list[DataFrame] = []
@@ -106,7 +133,7 @@ def join_delta(engine: SparkEngine, transform: model.TransformSql, inputs: Seque
         source = inputs[term]
         assert source.new_records is not None
         plus, minus = signed_states(source.new_records, source.vocab)
-        others = _other_states(inputs, term, changed)
+        others = _other_states(inputs, term, changed, (plus, minus), sides)
         gained = engine.query({**others, source.alias: plus}, transform)
         if not added:  # the first term's plan is the query's plan over these inputs: classify it
             mode = query_mode(transform, gained)
@@ -140,11 +167,12 @@ def join_changes(
     *,
     where: str,
     vocab: Vocab | None = None,
+    sides: JoinSides | None = None,
 ) -> tuple[DataFrame | None, str | None]:
     """The records that bring a ``join`` derivative up to date (``op`` + stored columns), or ``None``
     and why the full path must run (``None`` too when another path decides: not a join query, or
     output columns other than the stored ones)."""
-    delta = join_delta(engine, transform, inputs)
+    delta = join_delta(engine, transform, inputs, sides)
     if delta.rows is None:
         return None, delta.why_full
     changes = signed_changes(
