@@ -55,7 +55,10 @@ def test_sigkill_during_commits_never_leaves_an_index_that_disagrees(tmp_path: P
         )
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
-        time.sleep(rng.uniform(0.05, 0.6))
+        # At least one commit per round whatever the machine's speed (a fixed sleep let a slow or loaded
+        # machine kill most writers before their first commit), then a random moment of the next one.
+        _wait_for_commits(log, logged(log) + 1, proc)
+        time.sleep(rng.uniform(0.0, 0.4))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
 
@@ -81,3 +84,17 @@ def test_sigkill_during_commits_never_leaves_an_index_that_disagrees(tmp_path: P
     print(f"{blocks} blocks; after the kills the stored index was {seen}")
     assert blocks > KILLS  # the writer really committed between kills
     assert seen["current"] > 0  # commits kept the index current: readers usually need no catch-up
+
+
+def logged(log: Path) -> int:
+    """How many commits the writers have logged so far."""
+    return len(log.read_text(encoding="ascii").splitlines()) if log.exists() else 0
+
+
+def _wait_for_commits(log: Path, count: int, proc: subprocess.Popen[str], timeout: float = 60.0) -> None:
+    """Until the log holds ``count`` commits (the writer committed and advanced the index once more)."""
+    deadline = time.monotonic() + timeout
+    while logged(log) < count:
+        assert proc.poll() is None, "the writer ended before it was killed"
+        assert time.monotonic() < deadline, f"no commit within {timeout:.0f} s"
+        time.sleep(0.01)
