@@ -546,6 +546,16 @@ def _exactly(conn: socket.socket, size: int) -> bytes:
     return bytes(chunks)
 
 
+def _connect(conn: socket.socket, info: ServerInfo) -> None:
+    """Connect to the server's socket; one line saying how to do without it when it does not answer."""
+    try:
+        conn.connect(info.socket)
+    except OSError as e:
+        raise EngineError(
+            f"the warm engine does not answer ({e.strerror or e}); --cold runs without it"
+        ) from None
+
+
 def call(info: ServerInfo, op: str, *args: Any, timeout: float | None = None) -> Any:
     """Ask the server to run ``op(*args)``; its result, or the exception it raised, raised here.
 
@@ -554,12 +564,7 @@ def call(info: ServerInfo, op: str, *args: Any, timeout: float | None = None) ->
     """
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(timeout)
-        try:
-            conn.connect(info.socket)
-        except OSError as e:
-            raise EngineError(
-                f"the warm engine does not answer ({e.strerror or e}); --cold runs without it"
-            ) from None
+        _connect(conn, info)
         _send(conn, (op, args))
         ok, value = _receive(conn)
     if ok:
@@ -598,12 +603,7 @@ def stream(
 
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        try:
-            conn.connect(info.socket)
-        except OSError as e:
-            raise EngineError(
-                f"the warm engine does not answer ({e.strerror or e}); --cold runs without it"
-            ) from None
+        _connect(conn, info)
         _send(conn, (op, args))
         frames: queue.Queue[tuple[bool | None, Any] | BaseException] = queue.Queue()
         threading.Thread(target=_read_frames, args=(conn, frames), daemon=True, name="warm-stream").start()
