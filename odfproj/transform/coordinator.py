@@ -23,6 +23,8 @@ See docs/design/transforms.md for why the whole state is recomputed (batch indep
 
 from __future__ import annotations
 
+import hashlib
+import json
 import tempfile
 from contextlib import suppress
 from dataclasses import dataclass
@@ -44,10 +46,11 @@ from odfproj.storage.workspace import Workspace
 from odfproj.transform.errors import TransformError
 from odfproj.transform.execute import compute_changes, write_changes
 from odfproj.transform.grouped import GroupedUpdate, grouped_changes, keep_group_state
-from odfproj.transform.incremental import stateless_changes
+from odfproj.transform.incremental import signed_inputs, stateless_changes
 from odfproj.transform.inputs import resolve_inputs
 from odfproj.transform.join_sides import IndexedInput, JoinSides, keep_join_index, open_join_sides
 from odfproj.transform.joins import JoinInput, join_changes
+from odfproj.transform.modes import Mode, QueryMode, query_mode
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -213,19 +216,10 @@ def update_derivative(
             changes, mode, why_full = None, "full", None
             grouped: GroupedUpdate | None = None
             sides: JoinSides | None = None
-            if not (full_refresh or changed):
-                changes, mode = _stateless_changes(engine, transform, p, slices, name), "stateless"
-                if changes is None:
-                    grouped = _grouped_changes(engine, transform, dataset, p, slices, name)
-                    if grouped is not None:
-                        changes, mode, why_full = grouped.changes, grouped.mode, grouped.reason
-                if changes is None and grouped is None and p.has_data and _join_index_pays(slices):
-                    sides = open_join_sides(engine, dataset, transform, _indexed_inputs(engine, slices))
-                if changes is None and grouped is None:
-                    (changes, why_full), mode = (
-                        _join_changes(engine, transform, p, slices, name, sides),
-                        "join",
-                    )
+            if not (full_refresh or changed) and p.has_data and p.arrow_schema is not None:
+                found = _incremental_changes(engine, transform, dataset, p, slices, name)
+                changes, mode, why_full = found.changes, found.mode, found.why_full
+                grouped, sides = found.grouped, found.sides
             if changes is None:
                 changes, mode = _full_changes(engine, transform, dataset, p, slices, name), "full"
             written = write_changes(
@@ -250,7 +244,9 @@ def update_derivative(
     # written is found stale by its stamp and rebuilt by the next update.
     with suppress(OdfprojError), translating_errors(f"transform of {name} (its group state)"):
         _keep_group_state(engine, transform, dataset, head, slices, grouped if mode != "full" else None)
-    if mode in ("join", "full"):  # the same best effort for the join index (transform/join_sides.py)
+    # The same best effort for the join index (transform/join_sides.py): the one this update opened,
+    # or after a full-path commit the stored one, if any.
+    if sides is not None or mode in ("join", "full"):
         with suppress(OdfprojError), translating_errors(f"transform of {name} (its join index)"):
             keep_join_index(engine, dataset, transform, _indexed_inputs(engine, slices), head, sides)
     why_full = why_full or ""
@@ -326,29 +322,113 @@ def _full_changes(
     )
 
 
-def _stateless_changes(
+@dataclass(frozen=True)
+class _Incremental:
+    """What the incremental path of a query's mode made of an update (``changes`` None: run in full)."""
+
+    changes: DataFrame | None
+    #: The path that ran, as ``TransformOutcome.mode`` names it (``full``: none could).
+    mode: str = "full"
+    #: Why an incremental mode must run in full this time, or ``None``.
+    why_full: str | None = None
+    grouped: GroupedUpdate | None = None
+    #: The join index the update opened, to advance after the commit.
+    sides: JoinSides | None = None
+
+
+def _incremental_changes(
     engine: SparkEngine,
     transform: model.TransformSql,
+    dataset: Dataset,
     p: ChainProjection,
     slices: list[InputSlice],
     name: str,
-) -> DataFrame | None:
-    """The stateless path over the inputs' new records only; ``None`` when the full path must run.
+) -> _Incremental:
+    """The incremental path of the query's mode, for a derivative with data under an unchanged
+    SetTransform (the caller checks): the query is analysed over the rows the inputs' new records add
+    and classified once (:func:`odfproj.transform.modes.query_mode`), and only that mode's path runs
+    (:mod:`~odfproj.transform.incremental`, :mod:`~odfproj.transform.grouped`, :mod:`~odfproj.transform.joins`).
+    A mode seen before for the same query and inputs' schemas skips that analysis where its path does not
+    need it (a join's terms analyse their own inputs)."""
+    assert p.arrow_schema is not None
+    where, vocab, input_vocabs = f"dataset {name}", Vocab.of(p.set_vocab), _input_vocabs(slices)
+    key = _mode_key(transform, slices)
+    known = _MODES.get(key)
+    if known is not None and not (known.is_stateless or known.mode is Mode.GROUPED):
+        classified, signed, added = known, None, None
+    else:
+        signed = signed_inputs(_new_records(engine, slices), input_vocabs)
+        added = engine.query(signed.added, transform)
+        classified = query_mode(transform, added)
+        _remember_mode(key, classified)
+    if classified.is_stateless:
+        assert signed is not None and added is not None
+        changes = stateless_changes(
+            engine, transform, signed, added, p.arrow_schema, where=where, vocab=vocab
+        )
+        return _Incremental(changes, "stateless" if changes is not None else "full")
+    open_sides = _join_sides_opener(engine, dataset, p, slices)
+    if classified.mode is Mode.GROUPED:
+        assert signed is not None and added is not None
+        grouped = grouped_changes(
+            engine,
+            transform,
+            signed,
+            added,
+            classified,
+            lambda: _consumed(engine, slices),
+            dataset,
+            p.arrow_schema,
+            where=where,
+            vocab=vocab,
+            input_vocabs=input_vocabs,
+            join_inputs=lambda: _join_inputs(engine, slices),
+            join_sides=open_sides,
+        )
+        if grouped is None:
+            return _Incremental(None)
+        return _Incremental(grouped.changes, grouped.mode, grouped.reason or None, grouped, grouped.sides)
+    if classified.is_join:
+        sides = open_sides(transform) if open_sides is not None else None
+        changes, why_full = join_changes(
+            engine,
+            transform,
+            _join_inputs(engine, slices),
+            p.arrow_schema,
+            where=where,
+            vocab=vocab,
+            sides=sides,
+        )
+        return _Incremental(changes, "join" if changes is not None else "full", why_full, sides=sides)
+    return _Incremental(None)
 
-    Only for a derivative that has data (its stored state is the query's result so far) under an
-    unchanged SetTransform (the caller checks): see :mod:`odfproj.transform.incremental`.
-    """
-    if not p.has_data or p.arrow_schema is None:
-        return None
-    return stateless_changes(
-        engine,
-        transform,
-        _new_records(engine, slices),
-        p.arrow_schema,
-        where=f"dataset {name}",
-        vocab=Vocab.of(p.set_vocab),
-        input_vocabs=_input_vocabs(slices),
+
+#: Each query's mode by its text and its inputs' data schemas (:func:`_mode_key`): the warm engine's
+#: server and ``watch`` update the same derivatives again and again, and a join's update then goes
+#: straight to its terms. At most ``_MODES_KEPT`` entries, forgotten all at once when full.
+_MODES: dict[str, QueryMode] = {}
+_MODES_KEPT = 4096
+
+
+def _mode_key(transform: model.TransformSql, slices: list[InputSlice]) -> str:
+    """What a query's mode depends on: its engine and steps, and each input's alias, schema and vocabulary."""
+    text = json.dumps(
+        [
+            transform.engine,
+            [[step.alias, step.query] for step in transform.queries or ()] or transform.query,
+            [
+                [s.alias, str(s.projection.arrow_schema), repr(Vocab.of(s.projection.set_vocab))]
+                for s in slices
+            ],
+        ]
     )
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _remember_mode(key: str, mode: QueryMode) -> None:
+    if len(_MODES) >= _MODES_KEPT:
+        _MODES.clear()
+    _MODES[key] = mode
 
 
 def _new_records(engine: SparkEngine, slices: list[InputSlice]) -> dict[str, DataFrame]:
@@ -373,34 +453,6 @@ def _consumed(engine: SparkEngine, slices: list[InputSlice]) -> dict[str, DataFr
     return frames
 
 
-def _grouped_changes(
-    engine: SparkEngine,
-    transform: model.TransformSql,
-    dataset: Dataset,
-    p: ChainProjection,
-    slices: list[InputSlice],
-    name: str,
-) -> GroupedUpdate | None:
-    """The grouped path (:mod:`odfproj.transform.grouped`); ``None`` when the query is not grouped.
-
-    Like the stateless path, only for a derivative with data under an unchanged SetTransform.
-    """
-    if not p.has_data or p.arrow_schema is None:
-        return None
-    return grouped_changes(
-        engine,
-        transform,
-        _new_records(engine, slices),
-        lambda: _consumed(engine, slices),
-        dataset,
-        p.arrow_schema,
-        where=f"dataset {name}",
-        vocab=Vocab.of(p.set_vocab),
-        input_vocabs=_input_vocabs(slices),
-        join_inputs=lambda: _join_inputs(engine, slices),
-    )
-
-
 def _keep_group_state(
     engine: SparkEngine,
     transform: model.TransformSql,
@@ -420,30 +472,6 @@ def _keep_group_state(
         return
     keep_group_state(
         engine, transform, lambda: _histories(engine, slices), dataset, head, _input_vocabs(slices)
-    )
-
-
-def _join_changes(
-    engine: SparkEngine,
-    transform: model.TransformSql,
-    p: ChainProjection,
-    slices: list[InputSlice],
-    name: str,
-    sides: JoinSides | None,
-) -> tuple[DataFrame | None, str | None]:
-    """The join path (:mod:`odfproj.transform.joins`): ``None`` and, for a join it cannot take, why.
-
-    ``sides``: the join index, through which each term reads the other inputs' rows by join key."""
-    if not p.has_data or p.arrow_schema is None:
-        return None, None
-    return join_changes(
-        engine,
-        transform,
-        _join_inputs(engine, slices),
-        p.arrow_schema,
-        where=f"dataset {name}",
-        vocab=Vocab.of(p.set_vocab),
-        sides=sides,
     )
 
 
@@ -469,6 +497,16 @@ def _join_inputs(engine: SparkEngine, slices: list[InputSlice]) -> list[JoinInpu
 #: reads the other inputs' states from their changelogs, which costs less than the index's lookups and
 #: upkeep (up to 64 small files per commit); above it, never. Tests set it to 0 to exercise the index.
 JOIN_INDEX_MIN_RECORDS = 1_000_000
+
+
+def _join_sides_opener(
+    engine: SparkEngine, dataset: Dataset, p: ChainProjection, slices: list[InputSlice]
+) -> Callable[[model.TransformSql], JoinSides | None] | None:
+    """What opens the join index for a join (the query, or a grouped query's pre-aggregation join):
+    ``None`` when the derivative has no data yet or the index would not pay (:func:`_join_index_pays`)."""
+    if not (p.has_data and _join_index_pays(slices)):
+        return None
+    return lambda joined: open_join_sides(engine, dataset, joined, _indexed_inputs(engine, slices))
 
 
 def _join_index_pays(slices: list[InputSlice]) -> bool:

@@ -50,7 +50,7 @@ from odfproj.odf.data_schema import Vocab
 from odfproj.odf.multiformats import Multihash
 from odfproj.odf.schema_diff import diff_columns
 from odfproj.state.group_state import FORMAT, load_group_state, save_group_state
-from odfproj.state.projections import COUNT, column, query_state, repeated, signed_states
+from odfproj.state.projections import COUNT, column, query_state, repeated
 from odfproj.storage.dataset import Dataset
 from odfproj.transform.aggregation import (
     PREFIX,
@@ -61,7 +61,8 @@ from odfproj.transform.aggregation import (
     value_column,
 )
 from odfproj.transform.execute import check_result, net_changes, row_counts
-from odfproj.transform.incremental import stored_columns
+from odfproj.transform.incremental import SignedInputs, stored_columns
+from odfproj.transform.join_sides import JoinSides
 from odfproj.transform.joins import JoinInput, SignedRows, join_delta
 from odfproj.transform.modes import Mode, QueryMode, query_mode
 
@@ -377,6 +378,9 @@ class GroupedUpdate:
     #: Every group after the update, to be stored once the block is committed (:meth:`keep`).
     groups: DataFrame | None = None
     fingerprint: str = ""
+    #: The join index an aggregation over a join read the other sides through (opened for its
+    #: pre-aggregation join), to be advanced once the block is committed; ``None``: none was used.
+    sides: JoinSides | None = None
 
     def keep(self, dataset: Dataset, head: Multihash) -> None:
         """Store the groups as the state at ``head``, the block just committed."""
@@ -399,7 +403,9 @@ def _names_match(result: DataFrame, declared: pa.Schema, vocab: Vocab, where: st
 def grouped_changes(
     engine: SparkEngine,
     transform: model.TransformSql,
-    new_records: Mapping[str, DataFrame],
+    inputs: SignedInputs,
+    result: DataFrame,
+    mode: QueryMode,
     consumed_states: Callable[[], Mapping[str, DataFrame]],
     dataset: Dataset,
     declared: pa.Schema,
@@ -408,45 +414,45 @@ def grouped_changes(
     vocab: Vocab | None = None,
     input_vocabs: Mapping[str, Vocab] | None = None,
     join_inputs: Callable[[], Sequence[JoinInput]] | None = None,
+    join_sides: Callable[[model.TransformSql], JoinSides | None] | None = None,
 ) -> GroupedUpdate | None:
     """The records that bring a grouped derivative up to date, from its group state and new records.
 
-    ``new_records`` are each input's records after the consumed offset (as for the stateless path);
-    ``consumed_states`` gives the inputs' changelogs up to the consumed offsets, read only when the
-    group state is missing or stale (its stamp is not the derivative's head); ``join_inputs`` gives the
-    inputs as the join path sees them, called only for an aggregation over a join. ``None`` when the
-    query is not grouped; a :class:`GroupedUpdate` without changes when it is but this update must run
-    in full.
+    ``inputs`` are the rows the inputs' new records add and withdraw (as for the stateless path),
+    ``result`` the query over the added ones and ``mode`` its classification (``grouped``, checked by
+    the caller); ``consumed_states`` gives the inputs' changelogs up to the consumed offsets, read only
+    when the group state is missing or stale (its stamp is not the derivative's head); ``join_inputs``
+    gives the inputs as the join path sees them, and ``join_sides`` opens the join index for the
+    aggregation's pre-aggregation join (``None``: the other sides are read whole), both called only for
+    an aggregation over a join. ``None`` when the query is not grouped; a :class:`GroupedUpdate` without
+    changes when it is but this update must run in full.
     """
     from pyspark.sql import functions as F
 
+    if mode.mode is not Mode.GROUPED:
+        return None
     try:
-        split = split_grouped(transform)  # pure Python: a join or a window stops here, nothing analysed
+        split = split_grouped(transform)  # pure Python; a grouped mode means it splits
     except NotSplittable:
         return None
     vocab = vocab or Vocab()
     input_vocabs = input_vocabs or {}
-    signed = {
-        alias: signed_states(frame, input_vocabs.get(alias, Vocab())) for alias, frame in new_records.items()
-    }
-    added_rows = {alias: parts[0] for alias, parts in signed.items()}
-    withdrawn_rows = {alias: parts[1] for alias, parts in signed.items()}
-    result = engine.query(added_rows, transform)
-    mode = query_mode(transform, result)
-    if mode.mode is not Mode.GROUPED:
-        return None
     columns = _names_match(result, declared, vocab, where)
     if columns is None:
         return GroupedUpdate(None, "the query's output columns are not the stored ones", str(mode))
+    sides: JoinSides | None = None
     try:
         if mode.over_join:
-            delta = _joined_pre_aggregation(engine, split, join_inputs() if join_inputs else ())
+            pre_aggregation = split.pre_aggregation_transform()
+            sides = _opened_sides(join_sides, pre_aggregation)
+            inputs = join_inputs() if join_inputs else ()
+            delta = _joined_pre_aggregation(engine, pre_aggregation, inputs, sides)
             if isinstance(delta, str):
-                return GroupedUpdate(None, delta, str(mode))
+                return GroupedUpdate(None, delta, str(mode), sides=sides)
         else:
             delta = SignedRows(
-                _analysed_pre_aggregation(lambda t: engine.query(added_rows, t), split),
-                engine.query(withdrawn_rows, split.pre_aggregation_transform()),
+                _analysed_pre_aggregation(lambda t: engine.query(inputs.added, t), split),
+                engine.query(inputs.withdrawn, split.pre_aggregation_transform()),
             )
         analysed = check_grouped(split, delta.added)
     except NotSplittable as e:
@@ -477,11 +483,26 @@ def grouped_changes(
         row_counts(before.select(*[column(c) for c in columns]), columns, factor=-1)
     )
     net = counts.groupBy(*[column(c) for c in columns]).agg(F.sum(COUNT).alias(COUNT))
-    return GroupedUpdate(net_changes(net, columns), "", str(mode), all_groups, analysed.fingerprint)
+    return GroupedUpdate(net_changes(net, columns), "", str(mode), all_groups, analysed.fingerprint, sides)
+
+
+def _opened_sides(
+    join_sides: Callable[[model.TransformSql], JoinSides | None] | None, pre_aggregation: model.TransformSql
+) -> JoinSides | None:
+    """The join index of the pre-aggregation join, or ``None`` (no opener: the sides are read whole)."""
+    if join_sides is None:
+        return None
+    try:
+        return join_sides(pre_aggregation)
+    except InvalidQueryError:
+        raise NotSplittable("a grouped query odfproj cannot split") from None
 
 
 def _joined_pre_aggregation(
-    engine: SparkEngine, split: GroupedQuery, inputs: Sequence[JoinInput]
+    engine: SparkEngine,
+    pre_aggregation: model.TransformSql,
+    inputs: Sequence[JoinInput],
+    sides: JoinSides | None,
 ) -> SignedRows | str:
     """The pre-aggregated rows an aggregation over a join gains and loses, netted per row; or why the
     full path must run (an input on the optional side of an outer join has new records).
@@ -493,7 +514,7 @@ def _joined_pre_aggregation(
     from pyspark.sql import functions as F
 
     try:
-        delta = join_delta(engine, split.pre_aggregation_transform(), inputs)
+        delta = join_delta(engine, pre_aggregation, inputs, sides)
     except InvalidQueryError:
         raise NotSplittable("a grouped query odfproj cannot split") from None
     if delta.rows is None:

@@ -18,6 +18,7 @@ whose output columns are not exactly the stored ones (Schema Evolution re-append
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -29,12 +30,11 @@ from odfproj.odf.data_schema import OFFSET, OP, SYSTEM_TIME, Vocab
 from odfproj.odf.schema_diff import diff_columns
 from odfproj.state.projections import COUNT, column, signed_states
 from odfproj.transform.execute import check_result, net_changes, row_counts
-from odfproj.transform.modes import query_mode
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["signed_changes", "stateless_changes", "stored_columns"]
+__all__ = ["SignedInputs", "signed_changes", "signed_inputs", "stateless_changes", "stored_columns"]
 
 
 def stored_columns(declared: pa.Schema, vocab: Vocab) -> pa.Schema:
@@ -51,33 +51,48 @@ def stored_columns(declared: pa.Schema, vocab: Vocab) -> pa.Schema:
     )
 
 
+@dataclass(frozen=True)
+class SignedInputs:
+    """The inputs' new records as the query sees them, per alias: the rows they add and the rows they
+    withdraw (:func:`odfproj.state.projections.signed_states`); an input without new records has two
+    empty frames. Built once per update: the query's classification and every incremental path read
+    the same frames."""
+
+    added: Mapping[str, DataFrame]
+    withdrawn: Mapping[str, DataFrame]
+
+
+def signed_inputs(new_records: Mapping[str, DataFrame], input_vocabs: Mapping[str, Vocab]) -> SignedInputs:
+    """``new_records`` (each input's records after the consumed offset, its files' column names) split
+    into the rows they add and withdraw, each input under its own vocabulary."""
+    signed = {
+        alias: signed_states(frame, input_vocabs.get(alias, Vocab())) for alias, frame in new_records.items()
+    }
+    return SignedInputs(
+        {alias: parts[0] for alias, parts in signed.items()},
+        {alias: parts[1] for alias, parts in signed.items()},
+    )
+
+
 def stateless_changes(
     engine: SparkEngine,
     transform: model.TransformSql,
-    new_records: Mapping[str, DataFrame],
+    inputs: SignedInputs,
+    added: DataFrame,
     declared: pa.Schema,
     *,
     where: str,
     vocab: Vocab | None = None,
-    input_vocabs: Mapping[str, Vocab] | None = None,
 ) -> DataFrame | None:
     """The records that bring a stateless derivative up to date from its inputs' new records only.
 
-    ``new_records`` are each input's records after the consumed offset (changelog slices by alias,
-    their files' column names; an input without new records is an empty frame); ``declared`` is the
-    derivative's data schema. Returns ``op`` and the stored columns (standard names), like
+    ``added`` is the query over ``inputs.added``, which the caller classified ``stateless``
+    (:func:`odfproj.transform.modes.query_mode`); ``declared`` is the derivative's data schema. Returns
+    ``op`` and the stored columns (standard names), like
     :func:`odfproj.transform.execute.compute_changes`, or ``None`` when the full path must be taken.
     """
-    vocab = vocab or Vocab()
-    input_vocabs = input_vocabs or {}
-    signed = {
-        alias: signed_states(frame, input_vocabs.get(alias, Vocab())) for alias, frame in new_records.items()
-    }
-    added = engine.query({alias: parts[0] for alias, parts in signed.items()}, transform)
-    if not query_mode(transform, added).is_stateless:
-        return None
-    withdrawn = engine.query({alias: parts[1] for alias, parts in signed.items()}, transform)
-    return signed_changes(added, withdrawn, declared, where=where, vocab=vocab)
+    withdrawn = engine.query(inputs.withdrawn, transform)
+    return signed_changes(added, withdrawn, declared, where=where, vocab=vocab or Vocab())
 
 
 def signed_changes(
