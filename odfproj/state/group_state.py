@@ -18,16 +18,15 @@ the manifest is replaced atomically, then older versions are removed: a reader s
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from odfproj.engine.spark import is_spark_error
-from odfproj.errors import InvalidValueError
 from odfproj.odf.multiformats import Multihash
+from odfproj.state.stamped import MANIFEST, read_stamped, write_stamped
 from odfproj.storage.dataset import Dataset
-from odfproj.storage.fsutil import new_txid, replace_atomic
+from odfproj.storage.fsutil import new_txid
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -37,7 +36,6 @@ __all__ = ["GROUP_STATE_DIR", "load_group_state", "save_group_state"]
 GROUP_STATE_DIR = "group-state"
 #: Bumped whenever the stored columns' meaning changes; other formats are rebuilt.
 FORMAT = 1
-_MANIFEST = "manifest.json"
 
 
 def group_state_directory(dataset: Dataset) -> Path:
@@ -51,22 +49,17 @@ def _files(version: Path) -> dict[str, int]:
 def load_group_state(session: SparkSession, dataset: Dataset, fingerprint: str) -> DataFrame | None:
     """The stored groups if they describe ``dataset``'s current head under ``fingerprint``, else ``None``."""
     directory = group_state_directory(dataset)
+    stamped = read_stamped(directory, FORMAT, fingerprint)
+    if stamped is None or stamped.head != dataset.head():
+        return None
     try:
-        manifest = json.loads((directory / _MANIFEST).read_bytes())
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-            return None
-        if manifest.get("fingerprint") != fingerprint:
-            return None
-        head = dataset.head()
-        if head is None or Multihash.from_multibase(str(manifest.get("head"))) != head:
-            return None
-        version = directory / str(manifest["version"])
+        version = directory / str(stamped.fields["version"])
         if version.parent != directory or not version.is_dir():
             return None
-        files = manifest.get("files")
+        files = stamped.fields.get("files")
         if not isinstance(files, dict) or not files or _files(version) != files:
             return None
-    except (OSError, ValueError, KeyError, TypeError, InvalidValueError):
+    except (OSError, ValueError, KeyError, TypeError):
         return None
     return session.read.parquet(*(str(version / name) for name in files))
 
@@ -83,20 +76,13 @@ def save_group_state(frame: DataFrame, dataset: Dataset, head: Multihash, finger
     try:
         directory.mkdir(parents=True, exist_ok=True)
         frame.coalesce(1).write.parquet(str(version))
-        manifest = {
-            "format": FORMAT,
-            "head": head.to_multibase(),
-            "fingerprint": fingerprint,
-            "version": name,
-            "files": _files(version),
-        }
-        replace_atomic(directory / _MANIFEST, json.dumps(manifest, indent=1).encode())
+        write_stamped(directory, FORMAT, head, fingerprint, {"version": name, "files": _files(version)})
     except Exception as e:
         shutil.rmtree(version, ignore_errors=True)
         if isinstance(e, OSError) or is_spark_error(e):
             return
         raise
     for path in directory.iterdir():
-        if path.name not in (_MANIFEST, name):
+        if path.name not in (MANIFEST, name):
             with contextlib.suppress(OSError):
                 shutil.rmtree(path) if path.is_dir() else path.unlink()

@@ -38,11 +38,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from odfproj.engine.spark import is_spark_error
-from odfproj.errors import InvalidValueError
 from odfproj.odf.multiformats import Multihash
 from odfproj.state.projections import COUNT, column
+from odfproj.state.stamped import read_stamped, write_stamped
 from odfproj.storage.dataset import Dataset
-from odfproj.storage.fsutil import new_txid, replace_atomic
+from odfproj.storage.fsutil import new_txid
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -69,7 +69,6 @@ FORMAT = 1
 #: How many buckets a key's rows are cut into: a lookup of a few keys reads about that share of them.
 BUCKETS = 64
 BUCKET = "__odfproj_bucket"
-_MANIFEST = "manifest.json"
 
 
 @dataclass(frozen=True)
@@ -138,15 +137,11 @@ def _files(run: Path) -> tuple[tuple[str, int], ...]:
 def load_join_index(dataset: Dataset, fingerprint: str) -> JoinIndex | None:
     """The stored index if it has this ``fingerprint``, a head in ``dataset``'s chain and all its files."""
     directory = join_index_directory(dataset)
+    stamped = read_stamped(directory, FORMAT, fingerprint)
+    if stamped is None or not dataset.in_chain(stamped.head):
+        return None
+    head, manifest = stamped.head, stamped.fields
     try:
-        manifest = json.loads((directory / _MANIFEST).read_bytes())
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-            return None
-        if manifest.get("fingerprint") != fingerprint:
-            return None
-        head = Multihash.from_multibase(str(manifest["head"]))
-        if not dataset.in_chain(head):
-            return None
         covered = {str(k): (None if v is None else int(v)) for k, v in manifest["covered"].items()}
         runs: dict[str, tuple[StoredRun, ...]] = {}
         for key, stored in manifest["runs"].items():
@@ -158,7 +153,7 @@ def load_join_index(dataset: Dataset, fingerprint: str) -> JoinIndex | None:
                     return None
                 listed.append(run)
             runs[str(key)] = tuple(listed)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, InvalidValueError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return JoinIndex(directory, head, covered, runs)
 
@@ -244,10 +239,7 @@ def save_join_index(
     was not replaced is found behind (or missing) by the next update, which catches it up.
     """
     index = JoinIndex(directory, head, dict(covered), dict(runs))
-    manifest = {
-        "format": FORMAT,
-        "fingerprint": fingerprint,
-        "head": head.to_multibase(),
+    fields = {
         "covered": dict(covered),
         "runs": {
             key: [{"name": r.name, "files": [list(f) for f in r.files]} for r in listed]
@@ -256,7 +248,7 @@ def save_join_index(
     }
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        replace_atomic(directory / _MANIFEST, json.dumps(manifest, indent=1).encode())
+        write_stamped(directory, FORMAT, head, fingerprint, fields)
     except OSError:
         return index
     kept = {(key, r.name) for key, listed in runs.items() for r in listed}

@@ -55,6 +55,7 @@ from odfproj.state.projections import (
     signed_counts,
     state_columns,
 )
+from odfproj.state.stamped import MANIFEST
 from odfproj.storage.dataset import Dataset
 from odfproj.transform.join_keys import JoinEdge, join_edges
 from odfproj.transform.modes import query_mode
@@ -345,7 +346,7 @@ def keep_join_index(
     if sides is not None:
         plan, index = sides.plan, sides.index
     else:
-        if len(inputs) < 2 or not (join_index_directory(dataset) / "manifest.json").exists():
+        if len(inputs) < 2 or not (join_index_directory(dataset) / MANIFEST).exists():
             return
         found = _plan(transform, analysed_edges(engine, transform, inputs), inputs)
         index = load_join_index(dataset, found.fingerprint) if found is not None else None
