@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from odfproj.transform.modes import _Node, _tree, _view_name
+from odfproj.transform.plan_tree import PlanNode, plan_tree, view_name
 
 __all__ = ["JoinEdge", "KeyColumn", "join_edges", "key_kind"]
 
@@ -80,17 +80,17 @@ class _Traced:
     data_type: str
 
 
-def _expression(value: object) -> _Node | None:
+def _expression(value: object) -> PlanNode | None:
     nodes = [n for n in value if isinstance(n, dict)] if isinstance(value, list) else []
-    return _tree(nodes) if nodes else None
+    return plan_tree(nodes) if nodes else None
 
 
-def _expr_id(node: _Node) -> int | None:
+def _expr_id(node: PlanNode) -> int | None:
     found = node.fields.get("exprId")
     return int(found["id"]) if isinstance(found, dict) and "id" in found else None
 
 
-def _output_ids(node: _Node) -> list[int] | None:
+def _output_ids(node: PlanNode) -> list[int] | None:
     """The exprIds a relation outputs, in order, where the plan says them plainly; else ``None``."""
     if isinstance(node.fields.get("output"), list):
         ids = [_expr_id(e) for e in map(_expression, node.fields["output"]) if e is not None]
@@ -107,11 +107,11 @@ class _Walk:
     def __init__(self, steps: Sequence[str | None]) -> None:
         self.steps = {alias.lower() for alias in steps if alias}
         self.traced: dict[int, _Traced] = {}
-        self.equalities: list[_Node] = []
+        self.equalities: list[PlanNode] = []
 
-    def visit(self, node: _Node) -> None:
+    def visit(self, node: PlanNode) -> None:
         if node.kind == "View":
-            name = _view_name(node)
+            name = view_name(node)
             if name is not None and name.lower() not in self.steps:
                 self.input(node, name.lower())
                 return
@@ -138,7 +138,7 @@ class _Walk:
                 elif current.kind == "EqualTo":
                     self.equalities.append(current)
 
-    def input(self, view: _Node, alias: str) -> None:
+    def input(self, view: PlanNode, alias: str) -> None:
         """Trace an input view's output attributes to its columns (names and types from its schema)."""
         fields = (view.fields.get("desc") or {}).get("schema", {}).get("fields")
         ids = _output_ids(view.children[0]) if view.children else None
@@ -148,7 +148,7 @@ class _Walk:
             if isinstance(field, dict) and isinstance(field.get("type"), str):
                 self.traced[expr_id] = _Traced(alias, str(field["name"]), field["type"])
 
-    def side(self, node: _Node) -> KeyColumn | None:
+    def side(self, node: PlanNode) -> KeyColumn | None:
         """A side of an equality as an input's key column: the column itself, or an integer widened."""
         if node.kind == "Cast" and len(node.children) == 1:
             inner = self.side(node.children[0])
@@ -184,7 +184,7 @@ def join_edges(plan_json: str, steps: Sequence[str | None] = (None,)) -> tuple[J
         if not isinstance(nodes, list) or not nodes:
             return ()
         walk = _Walk(steps)
-        walk.visit(_tree(nodes))
+        walk.visit(plan_tree(nodes))
         return tuple(dict.fromkeys(walk.edges()))
     except (ValueError, LookupError, TypeError, AttributeError):
         return ()

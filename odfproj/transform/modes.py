@@ -31,7 +31,7 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -39,6 +39,7 @@ from odfproj.engine.dialects import translated_queries
 from odfproj.engine.spark import analysed_plan_json
 from odfproj.odf import model
 from odfproj.transform.aggregation import NotSplittable, split_grouped
+from odfproj.transform.plan_tree import PlanNode, plan_tree, view_name
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -83,30 +84,6 @@ class QueryMode:
         return self.mode is Mode.JOIN
 
 
-@dataclass(frozen=True)
-class _Node:
-    kind: str
-    fields: dict[str, Any]
-    children: tuple[_Node, ...]
-
-
-def _tree(nodes: list[dict[str, Any]]) -> _Node:
-    """The plan tree from ``toJSON``'s pre-order list (each node says how many children follow)."""
-    position = 0
-
-    def build() -> _Node:
-        nonlocal position
-        raw = nodes[position]
-        position += 1
-        children = tuple(build() for _ in range(int(raw.get("num-children", 0))))
-        return _Node(str(raw["class"]).rsplit(".", 1)[-1], raw, children)
-
-    root = build()
-    if position != len(nodes):
-        raise ValueError(f"plan JSON has {len(nodes) - position} node(s) after its root")
-    return root
-
-
 def _classes(value: object) -> Iterator[str]:
     """The expression classes in a node's fields (expressions are nested JSON lists of nodes)."""
     if isinstance(value, dict):
@@ -120,7 +97,7 @@ def _classes(value: object) -> Iterator[str]:
             yield from _classes(item)
 
 
-def _expression_classes(node: _Node) -> set[str]:
+def _expression_classes(node: PlanNode) -> set[str]:
     return {
         c for key, v in node.fields.items() if key not in ("class", "child", "children") for c in _classes(v)
     }
@@ -173,7 +150,7 @@ class _Classifier:
     def __init__(self, steps: Sequence[str | None]) -> None:
         self.steps = list(steps)
         self.aliases = {alias.lower(): i for i, alias in enumerate(self.steps, start=1) if alias}
-        self.ctes: dict[str, _Node] = {}
+        self.ctes: dict[str, PlanNode] = {}
         #: The inputs met so far, once per reference (a join compares what each of its sides added).
         self.seen: list[str] = []
         #: Inputs on the optional side of an outer join (:attr:`QueryMode.fixed_inputs`).
@@ -187,7 +164,7 @@ class _Classifier:
     def full(self, construct: str, step: int) -> _Full:
         return _Full(construct + self.where(step))
 
-    def mode(self, node: _Node, step: int) -> Mode:
+    def mode(self, node: PlanNode, step: int) -> Mode:
         kind = node.kind
         if kind in _FULL:
             raise self.full(_FULL[kind], step)
@@ -196,7 +173,7 @@ class _Classifier:
         if kind == "Filter" and node.children[0].kind == "Join" and _is_equi(node.fields.get("condition")):
             return self.join(node.children[0], step, equi=True)  # FROM a, b WHERE a.k = b.k
         if kind == "View":
-            name = _view_name(node)
+            name = view_name(node)
             if name is not None and name.lower() in self.aliases and node.children:
                 return self.mode(node.children[0], self.aliases[name.lower()])
             if name is not None:
@@ -235,7 +212,7 @@ class _Classifier:
             return self.join(node, step)
         raise self.full(f"{kind} (not known to be incremental)", step)
 
-    def join(self, node: _Node, step: int, *, equi: bool = False) -> Mode:
+    def join(self, node: PlanNode, step: int, *, equi: bool = False) -> Mode:
         """An inner, left or right join of stateless (or joined) sides with an equality among its conditions.
 
         An input on both sides (a self-join, also through a step or a CTE read twice) makes the
@@ -270,7 +247,7 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-def _unmergeable_aggregate(node: _Node) -> str | None:
+def _unmergeable_aggregate(node: PlanNode) -> str | None:
     """The first aggregate of an ``Aggregate`` node whose partials cannot be merged exactly, named.
 
     ``avg`` (and every other function but count, sum, min and max), a ``DISTINCT`` aggregate, or a
@@ -280,7 +257,7 @@ def _unmergeable_aggregate(node: _Node) -> str | None:
         nodes = [n for n in expression if isinstance(n, dict)] if isinstance(expression, list) else []
         if not nodes:
             continue
-        pending = [_tree(nodes)]
+        pending = [plan_tree(nodes)]
         while pending:
             current = pending.pop()
             pending.extend(current.children)
@@ -297,7 +274,7 @@ def _unmergeable_aggregate(node: _Node) -> str | None:
     return None
 
 
-def _floating(node: _Node) -> bool:
+def _floating(node: PlanNode) -> bool:
     """Whether an expression is floating-point, as far as its plan says (a typed node, or arithmetic
     over one); an expression whose type the plan does not state is checked when it runs."""
     data_type = node.fields.get("dataType")
@@ -308,13 +285,7 @@ def _floating(node: _Node) -> bool:
     return False
 
 
-def _view_name(node: _Node) -> str | None:
-    text = json.dumps(node.fields.get("desc"))
-    found = re.search(r'"table"\s*:\s*"((?:[^"\\]|\\.)*)"', text)
-    return json.loads(f'"{found.group(1)}"') if found else None
-
-
-def _join_type(node: _Node) -> str:
+def _join_type(node: PlanNode) -> str:
     value = node.fields.get("joinType")
     name = value.get("object", "") if isinstance(value, dict) else str(value)
     return str(name).rsplit(".", 1)[-1]
@@ -327,7 +298,7 @@ def _is_equi(condition: object) -> bool:
     nodes = [n for n in condition if isinstance(n, dict)]
     if not nodes:
         return False
-    tree = _tree(nodes)
+    tree = plan_tree(nodes)
     pending = [tree]
     while pending:
         current = pending.pop()
@@ -338,7 +309,7 @@ def _is_equi(condition: object) -> bool:
     return False
 
 
-def _references(node: _Node) -> bool:
+def _references(node: PlanNode) -> bool:
     return node.kind == "AttributeReference" or any(_references(c) for c in node.children)
 
 
@@ -351,7 +322,7 @@ def classify_plan(plan_json: str, steps: Sequence[str | None] = (None,)) -> Quer
         if not isinstance(nodes, list) or not nodes:
             return unreadable
         classifier = _Classifier(steps or (None,))
-        mode = classifier.mode(_tree(nodes), len(classifier.steps))
+        mode = classifier.mode(plan_tree(nodes), len(classifier.steps))
         over_join = mode is Mode.GROUPED and classifier.over_join
         joined = mode is Mode.JOIN or over_join
         return QueryMode(
