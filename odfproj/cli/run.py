@@ -24,8 +24,7 @@ from odfproj.cli.options import (
     warm_engine,
 )
 from odfproj.cli.remote_ws import synced
-from odfproj.engine.session import SparkSessionHolder, SparkSettings
-from odfproj.engine.warm import warm_choice, warm_refusal
+from odfproj.engine.session import SparkSessionHolder
 from odfproj.project.config import spark_settings
 from odfproj.run.run import (
     RUN_RESULTS_FILE,
@@ -35,7 +34,7 @@ from odfproj.run.run import (
     Status,
     run_project,
 )
-from odfproj.run.warm_service import WarmRunRefused, WarmRunRequest, needs_spark, run_on_warm_engine
+from odfproj.run.warm_service import WarmRunRefused, WarmRunRequest, run_on_warm_engine, warm_run_refusal
 
 _STYLE = {
     Status.SUCCESS: "green",
@@ -82,9 +81,7 @@ def run(
     settings = spark_settings(config, selection.target, verbose=state.verbose)
     holder = SparkSessionHolder(settings)
     request = selection.request()
-    warm = _warm_refusal(state.warm, settings)
-    if warm is None and warm_engine().status() is None and not needs_spark(config, request):
-        warm = "no server is running and nothing in this run needs Spark"
+    warm = warm_run_refusal(state.warm, settings, warm_engine(), config, request)
     if warm is not None and state.verbose:
         say(f"warm engine not used ({warm}): this run starts a JVM of its own")
     console = Console(highlight=False)
@@ -94,20 +91,19 @@ def run(
     display = Live(view, console=console, refresh_per_second=4, transient=True) if live else nullcontext()
     on_first = (lambda: view.interrupt(FIRST_INTERRUPT)) if live else (lambda: say(FIRST_INTERRUPT))
     remote = synced(config, selection.target, writer="odfproj run", data=True)
+    # The same options for a warm run and a cold one.
+    options: dict[str, Any] = {
+        "threads": threads,
+        "lock_timeout": lock_timeout,
+        "validate_queries": validate_queries,
+        "full_refresh": full_refresh,
+    }
     with remote, stopped_after(holder), display, graceful_interrupt(on_first) as stop:
         result: RunResult | None = None
         if warm is None:  # the whole run in the warm engine's server (run.warm_service)
             answer = run_on_warm_engine(
                 warm_engine(),
-                WarmRunRequest.of(
-                    config,
-                    request,
-                    settings,
-                    threads=threads,
-                    lock_timeout=lock_timeout,
-                    validate_queries=validate_queries,
-                    full_refresh=full_refresh,
-                ),
+                WarmRunRequest.of(config, request, settings, **options),
                 on_event=on_event,
                 cancel=stop,
             )
@@ -117,30 +113,12 @@ def run(
             else:
                 result = answer
         if result is None:
-            result = run_project(
-                config,
-                request,
-                holder=holder,
-                threads=threads,
-                on_event=on_event,
-                lock_timeout=lock_timeout,
-                validate_queries=validate_queries,
-                cancel=stop,
-                full_refresh=full_refresh,
-            )
+            result = run_project(config, request, holder=holder, on_event=on_event, cancel=stop, **options)
     _summary(console, result)
     if result.interrupted:
         raise typer.Exit(130)
     if not result.ok:
         raise typer.Exit(1)
-
-
-def _warm_refusal(flag: bool | None, settings: SparkSettings) -> str | None:
-    """Why this run does not go to the warm engine (``--cold``, CI, a target it cannot serve), or ``None``."""
-    choice = warm_choice(flag)
-    if not choice.enabled:
-        return choice.reason
-    return warm_refusal(settings)
 
 
 def _print_line(event: RunEvent) -> None:

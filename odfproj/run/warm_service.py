@@ -42,7 +42,15 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from odfproj.engine.session import SparkSessionHolder, SparkSettings, apply_sql_conf
-from odfproj.engine.warm import Channel, WarmEngine, serve_main, session_refusal, stream
+from odfproj.engine.warm import (
+    Channel,
+    WarmEngine,
+    serve_main,
+    session_refusal,
+    stream,
+    warm_choice,
+    warm_refusal,
+)
 from odfproj.errors import OdfprojError
 from odfproj.plan.model import Ingest, Transform
 from odfproj.plan.sources import plan_project
@@ -56,7 +64,14 @@ from odfproj.transform import warm_service as checks
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["ENTRY", "WarmRunRefused", "WarmRunRequest", "needs_spark", "run_on_warm_engine"]
+__all__ = [
+    "ENTRY",
+    "WarmRunRefused",
+    "WarmRunRequest",
+    "needs_spark",
+    "run_on_warm_engine",
+    "warm_run_refusal",
+]
 
 #: The module the warm server runs (``WarmEngine(entry=ENTRY)``).
 ENTRY = "odfproj.run.warm_service"
@@ -170,6 +185,26 @@ def needs_spark(
         if isinstance(step, Transform) and step.has_new_data:
             return True
     return False
+
+
+def warm_run_refusal(
+    flag: bool | None,
+    settings: SparkSettings,
+    engine: WarmEngine,
+    config: ProjectConfig,
+    request: PlanRequest,
+) -> str | None:
+    """Why this run does not go to the warm engine, or ``None``: it does unless ``--cold``, CI or
+    ``ODFPROJ_WARM_ENGINE=off`` say so, the target is one the server cannot serve, or no server is
+    running and nothing in the run needs Spark (:func:`needs_spark`: a run with nothing to do starts no
+    JVM, warm or cold)."""
+    choice = warm_choice(flag)
+    if not choice.enabled:
+        return choice.reason
+    refused = warm_refusal(settings)
+    if refused is None and engine.status() is None and not needs_spark(config, request):
+        return "no server is running and nothing in this run needs Spark"
+    return refused
 
 
 def run_on_warm_engine(
