@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from odfproj.state.group_state import group_state_directory
@@ -28,6 +28,7 @@ from tests.transform.helpers import (
     hours,
     read_records,
     schema_with,
+    spark_examples,
     valid_changes,
 )
 from tests.transform.helpers import update_after_each as run
@@ -165,13 +166,7 @@ def changes(draw) -> list[list[tuple]]:
     return valid_changes(draw, st.one_of(st.none(), st.integers(-3, 9)), (4, 10), 2)
 
 
-# No shrinking: each example costs a few dozen Spark jobs; a failure is reported as found.
-@settings(
-    max_examples=3,
-    deadline=None,
-    phases=(Phase.explicit, Phase.reuse, Phase.generate),
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@spark_examples(3)
 @given(batches=changes(), query=st.sampled_from((QUERY, GLOBAL)))
 def test_random_batches_give_full_and_one_batch_results(tmp_path_factory, engine, batches, query) -> None:
     """Hypothesis: grouped in random batches == full refresh block for block == one batch's state."""
