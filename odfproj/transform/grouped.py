@@ -445,8 +445,8 @@ def grouped_changes(
         if mode.over_join:
             pre_aggregation = split.pre_aggregation_transform()
             sides = _opened_sides(join_sides, pre_aggregation)
-            inputs = join_inputs() if join_inputs else ()
-            delta = _joined_pre_aggregation(engine, pre_aggregation, inputs, sides)
+            joined = join_inputs() if join_inputs else ()
+            delta = _joined_pre_aggregation(engine, pre_aggregation, joined, sides)
             if isinstance(delta, str):
                 return GroupedUpdate(None, delta, str(mode), sides=sides)
         else:
