@@ -456,7 +456,7 @@ def grouped_changes(
             )
         analysed = check_grouped(split, delta.added)
     except NotSplittable as e:
-        return GroupedUpdate(None, e.construct, str(mode))
+        return GroupedUpdate(None, e.construct, str(mode), sides=sides)
     added = _partials(delta.added, analysed)
     withdrawn = _partials(delta.withdrawn, analysed)
     old = _stored_groups(engine, analysed, dataset, consumed_states, input_vocabs)
@@ -464,7 +464,7 @@ def grouped_changes(
     touched = merged.where(column(_TOUCHED))
     if touched.where(column(_UNSAFE)).limit(1).count():
         why = "a group lost the last row at its min/max, or a sum left its type's range"
-        return GroupedUpdate(None, why, str(mode))
+        return GroupedUpdate(None, why, str(mode), sides=sides)
     partials = analysed.partial_columns()
     keys = analysed.split.keys
     old_groups = touched.where(column(f"{_TAG}@{_OLD}")).select(
