@@ -470,8 +470,16 @@ def _keep_group_state(
     if grouped is not None:
         grouped.keep(dataset, head)
         return
+    key = _mode_key(transform, slices)
     keep_group_state(
-        engine, transform, lambda: _histories(engine, slices), dataset, head, _input_vocabs(slices)
+        engine,
+        transform,
+        lambda: _histories(engine, slices),
+        dataset,
+        head,
+        _input_vocabs(slices),
+        known=_MODES.get(key),
+        remember=lambda mode: _remember_mode(key, mode),
     )
 
 

@@ -30,7 +30,14 @@ from odfproj.engine.types import arrow_schema_from_spark, spark_type_from_arrow
 from odfproj.odf import data_schema, model
 from odfproj.odf.data_schema import EVENT_TIME, OP, SYSTEM_COLUMNS, Op, Vocab
 from odfproj.odf.schema_diff import diff_columns, diff_schemas
-from odfproj.state.projections import COUNT, query_state, renamed, repeated, signed_counts, state_columns
+from odfproj.state.projections import (
+    ASSERTING_OPS,
+    COUNT,
+    query_state,
+    renamed,
+    repeated,
+    state_columns,
+)
 from odfproj.transform.errors import TransformError
 
 if TYPE_CHECKING:
@@ -44,6 +51,7 @@ __all__ = [
     "check_result",
     "compute_changes",
     "net_changes",
+    "net_counts",
     "output_schema",
     "row_counts",
     "write_changes",
@@ -144,7 +152,6 @@ def compute_changes(
     result = check_result(engine.query(states, transform), where, vocab)
     columns = [EVENT_TIME, *(c for c in result.columns if c != EVENT_TIME)]
     result = result.select(*[_col(c) for c in columns])
-    new = row_counts(result, columns)
     if own_history is not None:
         own_columns = state_columns(own_history)
         problems = diff_columns(
@@ -163,17 +170,48 @@ def compute_changes(
         for name in added:
             own_history = own_history.withColumn(name, F.lit(None).cast(new_types[name]))
         columns = [*own_columns, *added]
-        old = signed_counts(own_history, columns, factor=-1)
-        new = new.unionByName(old).groupBy(*[_col(c) for c in columns]).agg(F.sum(COUNT).alias(COUNT))
-    return net_changes(new, columns)
+        return net_changes(signed_net_counts(result, own_history, columns), columns)
+    return net_changes(row_counts(result, columns), columns)
 
 
-def row_counts(result: DataFrame, columns: Sequence[str], factor: int = 1) -> DataFrame:
-    """``columns`` and how many times each distinct row occurs in ``result`` (:data:`COUNT`), times ``factor``."""
+def row_counts(result: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """``columns`` and how many times each distinct row occurs in ``result`` (:data:`COUNT`)."""
     from pyspark.sql import functions as F
 
-    counted = F.count(F.lit(1)) if factor == 1 else F.count(F.lit(1)) * F.lit(factor)
-    return result.groupBy(*[_col(c) for c in columns]).agg(counted.cast("long").alias(COUNT))
+    return result.groupBy(*[_col(c) for c in columns]).agg(F.count(F.lit(1)).cast("long").alias(COUNT))
+
+
+def net_counts(added: DataFrame, withdrawn: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """``columns`` and each distinct row's count in ``added`` minus its count in ``withdrawn`` (:data:`COUNT`).
+
+    The one netting of two multisets every path ends with. One aggregation over the two, each row
+    signed, rather than counting each side and then summing the counts: one shuffle instead of three,
+    which is most of a small update's Spark work. A ``withdrawn`` that is a changelog rather than a
+    multiset (its ``op`` column signs each record) is :func:`signed_net_counts`.
+    """
+    return _summed(_signed(added, columns, 1).unionByName(_signed(withdrawn, columns, -1)), columns)
+
+
+def signed_net_counts(added: DataFrame, history: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """Like :func:`net_counts`, with the rows a changelog ``history`` holds withdrawn: each of its
+    asserting records (``+A``, ``+C``) counts -1 for its row, each withdrawing one (``-R``, ``-C``) +1."""
+    from pyspark.sql import functions as F
+
+    sign = F.when(_col(OP).isin(*ASSERTING_OPS), F.lit(-1)).otherwise(F.lit(1)).cast("long")
+    old = history.select(*[_col(c) for c in columns], sign.alias(COUNT))
+    return _summed(_signed(added, columns, 1).unionByName(old), columns)
+
+
+def _signed(rows: DataFrame, columns: Sequence[str], sign: int) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return rows.select(*[_col(c) for c in columns], F.lit(sign).cast("long").alias(COUNT))
+
+
+def _summed(signed: DataFrame, columns: Sequence[str]) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return signed.groupBy(*[_col(c) for c in columns]).agg(F.sum(_col(COUNT)).alias(COUNT))
 
 
 def net_changes(counted: DataFrame, columns: Sequence[str]) -> DataFrame:

@@ -60,7 +60,7 @@ from odfproj.transform.aggregation import (
     split_grouped,
     value_column,
 )
-from odfproj.transform.execute import check_result, net_changes, row_counts
+from odfproj.transform.execute import check_result, net_changes, net_counts
 from odfproj.transform.incremental import SignedInputs, stored_columns
 from odfproj.transform.join_sides import JoinSides
 from odfproj.transform.joins import JoinInput, SignedRows, join_delta
@@ -427,7 +427,6 @@ def grouped_changes(
     an aggregation over a join. ``None`` when the query is not grouped; a :class:`GroupedUpdate` without
     changes when it is but this update must run in full.
     """
-    from pyspark.sql import functions as F
 
     if mode.mode is not Mode.GROUPED:
         return None
@@ -479,10 +478,7 @@ def grouped_changes(
     names = list(result.columns)
     before = check_result(_projected(engine, analysed, old_groups, names), where, vocab)
     after = check_result(_projected(engine, analysed, new_groups, names), where, vocab)
-    counts = row_counts(after.select(*[column(c) for c in columns]), columns).unionByName(
-        row_counts(before.select(*[column(c) for c in columns]), columns, factor=-1)
-    )
-    net = counts.groupBy(*[column(c) for c in columns]).agg(F.sum(COUNT).alias(COUNT))
+    net = net_counts(after, before, columns)
     return GroupedUpdate(net_changes(net, columns), "", str(mode), all_groups, analysed.fingerprint, sides)
 
 
@@ -511,7 +507,6 @@ def _joined_pre_aggregation(
     dimension row): netted, the withdrawn rows are a sub-multiset of the old ones, which the
     min/max merge relies on, and the counts and sums are the same.
     """
-    from pyspark.sql import functions as F
 
     try:
         delta = join_delta(engine, pre_aggregation, inputs, sides)
@@ -520,10 +515,7 @@ def _joined_pre_aggregation(
     if delta.rows is None:
         return delta.why_full or "its pre-aggregation is not a join odfproj can keep"
     columns = list(delta.rows.added.columns)
-    counts = row_counts(delta.rows.added, columns).unionByName(
-        row_counts(delta.rows.withdrawn, columns, factor=-1)
-    )
-    net = counts.groupBy(*[column(c) for c in columns]).agg(F.sum(COUNT).alias(COUNT))
+    net = net_counts(delta.rows.added, delta.rows.withdrawn, columns)
     return SignedRows(
         repeated(net.where(column(COUNT) > 0), columns, column(COUNT)),
         repeated(net.where(column(COUNT) < 0), columns, -column(COUNT)),
@@ -562,22 +554,31 @@ def keep_group_state(
     dataset: Dataset,
     head: Multihash,
     input_vocabs: Mapping[str, Vocab],
+    known: QueryMode | None = None,
+    remember: Callable[[QueryMode], None] | None = None,
 ) -> None:
     """After a full-path commit of a grouped query: store its group state at ``head`` (one pass).
 
     ``states`` gives the inputs' changelogs as that commit consumed them; it is called only for a query
     the split keeps, so every other derivative's commit reads nothing more. Nothing for a query that is
-    not grouped, or that the grouped path cannot keep.
+    not grouped, or that the grouped path cannot keep. ``known``: the query's mode when an earlier
+    update classified it (a ``full`` one then costs no analysis); ``remember`` is told the mode found
+    otherwise.
     """
     try:
         split_grouped(transform)  # pure Python: most queries stop here, before any Spark analysis
     except NotSplittable:
         return
+    if known is not None and known.mode is not Mode.GROUPED:
+        return
     views = {
         alias: query_state(history, input_vocabs.get(alias, Vocab())) for alias, history in states().items()
     }
-    result = engine.query(views, transform)
-    if query_mode(transform, result).mode is not Mode.GROUPED:
+    if known is None:
+        known = query_mode(transform, engine.query(views, transform))
+        if remember is not None:
+            remember(known)
+    if known.mode is not Mode.GROUPED:
         return
     try:
         analysed = grouped_split(engine, transform, views)

@@ -28,8 +28,8 @@ from odfproj.engine.types import arrow_schema_from_spark, spark_schema_from_arro
 from odfproj.odf import model
 from odfproj.odf.data_schema import OFFSET, OP, SYSTEM_TIME, Vocab
 from odfproj.odf.schema_diff import diff_columns
-from odfproj.state.projections import COUNT, column, signed_states
-from odfproj.transform.execute import check_result, net_changes, row_counts
+from odfproj.state.projections import signed_states
+from odfproj.transform.execute import check_result, net_changes, net_counts
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -105,7 +105,6 @@ def signed_changes(
     full recomputation writes. ``None`` when the query's output columns are not exactly the stored
     ones (the full path re-appends every row then).
     """
-    from pyspark.sql import functions as F
 
     added, withdrawn = check_result(added, where, vocab), check_result(withdrawn, where, vocab)
     stored = stored_columns(declared, vocab)
@@ -115,8 +114,4 @@ def signed_changes(
     ):
         return None
     columns = list(stored.names)  # the full path's order: the stored one
-    counts = row_counts(added.select(*[column(c) for c in columns]), columns).unionByName(
-        row_counts(withdrawn.select(*[column(c) for c in columns]), columns, factor=-1)
-    )
-    net = counts.groupBy(*[column(c) for c in columns]).agg(F.sum(COUNT).alias(COUNT))
-    return net_changes(net, columns)
+    return net_changes(net_counts(added, withdrawn, columns), columns)
