@@ -41,6 +41,7 @@ Design points, each one a reason for code below:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import uuid
@@ -337,7 +338,10 @@ class QueryScope:
         self.parent = parent
         self.session = child if child is not None else child_session(parent)
         apply_sql_conf(self.session, sql_conf)
+        self._sql_conf = dict(sql_conf)
         self._views: list[str] = []
+        #: The frames behind the views, by name: their schemas key the checks already passed.
+        self._frames: dict[str, DataFrame] = {}
 
     def register_schema(self, name: str, schema: StructType) -> None:
         """Expose an empty frame of ``schema`` as the view ``name``: what a sandbox checks a query over."""
@@ -356,6 +360,7 @@ class QueryScope:
             finally:
                 self.parent.catalog.dropGlobalTempView(bridge)
         self._views.append(quoted)
+        self._frames[name] = df
 
     def run(self, transform: model.TransformSql) -> DataFrame:
         """Translate, check and analyse every step; aliased steps become views; the last step's DataFrame is returned.
@@ -365,35 +370,72 @@ class QueryScope:
         """
         from pyspark.errors import PySparkException
 
-        self.session.conf.set(ANSI_KEY, "false" if is_spark(transform) else "true")
+        ansi = "false" if is_spark(transform) else "true"
+        self.session.conf.set(ANSI_KEY, ansi)
         steps = _steps(to_spark(transform))
+        key = self._check_key(steps, ansi)
+        checked = key in _CHECKED
         parser = self.session._jsparkSession.sessionState().sqlParser()
         result: DataFrame | None = None
         for i, step in enumerate(steps, start=1):
             where = f"query step {i}" if len(steps) > 1 else "query"
             if step.alias:
                 where += f" ({step.alias})"
-            try:
-                parsed = parser.parseQuery(step.query)  # refuses statements before spark.sql could run them
-            except PySparkException as e:
-                raise InvalidQueryError(f"{where}: {describe_spark_error(e).message}") from None
-            # Before analysis: Spark folds constants (and reads what they name) while it analyses.
-            check_parsed_query(_parsed_json(parsed, where), where)
+            if not checked:
+                try:
+                    parsed = parser.parseQuery(step.query)  # refuses statements before spark.sql could
+                except PySparkException as e:
+                    raise InvalidQueryError(f"{where}: {describe_spark_error(e).message}") from None
+                # Before analysis: Spark folds constants (and reads what they name) while it analyses.
+                check_parsed_query(_parsed_json(parsed, where), where)
             try:
                 result = self.session.sql(step.query)
             except PySparkException as e:
                 raise InvalidQueryError(f"{where}: {describe_spark_error(e).message}") from None
-            check_query_plan(result, where)
+            if not checked:
+                check_query_plan(result, where)
             if step.alias and i < len(steps):
                 self.register(step.alias, result)
         assert result is not None
+        _remember_checked(key)
         return result
+
+    def _check_key(self, steps: Sequence[_Step], ansi: str) -> str:
+        """What the checks of :meth:`run` depend on: the SQL of every step, the views' schemas (odfproj's
+        own frames: the checks find nothing in them) and the scope's settings."""
+        text = json.dumps(
+            [
+                [[step.alias, step.query] for step in steps],
+                sorted((name, frame.schema.json()) for name, frame in self._frames.items()),
+                sorted(self._sql_conf.items()),
+                ansi,
+            ]
+        )
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def close(self) -> None:
         for view in self._views:
             with suppress(Exception):  # the session is going away anyway
                 self.session.catalog.dropTempView(view)
         self._views.clear()
+        self._frames.clear()
+
+
+#: The transforms that passed :meth:`QueryScope.run`'s checks, by :meth:`QueryScope._check_key`. An
+#: update runs the same query over several frames (the rows added, the rows withdrawn, the terms of a
+#: join), and the warm engine and ``watch`` run it again on every update: the SQL policy and the
+#: analysed plan's determinism checks (two plan serialisations, about 60 ms each) run once per query
+#: and inputs' schemas. Only the frames odfproj builds are registered as views, and they hold no
+#: refused node, so the same SQL over the same schemas passes or fails the same way. At most
+#: ``_CHECKED_KEPT`` keys, forgotten all at once when full.
+_CHECKED: set[str] = set()
+_CHECKED_KEPT = 4096
+
+
+def _remember_checked(key: str) -> None:
+    if len(_CHECKED) >= _CHECKED_KEPT:
+        _CHECKED.clear()
+    _CHECKED.add(key)
 
 
 class ConnectQueryScope(QueryScope):

@@ -348,8 +348,8 @@ def _incremental_changes(
     SetTransform (the caller checks): the query is analysed over the rows the inputs' new records add
     and classified once (:func:`odfproj.transform.modes.query_mode`), and only that mode's path runs
     (:mod:`~odfproj.transform.incremental`, :mod:`~odfproj.transform.grouped`, :mod:`~odfproj.transform.joins`).
-    A mode seen before for the same query and inputs' schemas skips that analysis where its path does not
-    need it (a join's terms analyse their own inputs)."""
+    A mode seen before for the same query and inputs' schemas is not classified again, and a join's
+    update then skips the query over the added rows too (its terms analyse their own inputs)."""
     assert p.arrow_schema is not None
     where, vocab, input_vocabs = f"dataset {name}", Vocab.of(p.set_vocab), _input_vocabs(slices)
     key = _mode_key(transform, slices)
@@ -359,7 +359,7 @@ def _incremental_changes(
     else:
         signed = signed_inputs(_new_records(engine, slices), input_vocabs)
         added = engine.query(signed.added, transform)
-        classified = query_mode(transform, added)
+        classified = known if known is not None else query_mode(transform, added)
         _remember_mode(key, classified)
     if classified.is_stateless:
         assert signed is not None and added is not None

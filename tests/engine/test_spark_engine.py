@@ -81,6 +81,30 @@ def test_refuses_impure_functions(engine: SparkEngine, query: str, culprit: str)
     assert "\n" not in str(refused.value)
 
 
+def test_a_refused_query_stays_refused(engine: SparkEngine) -> None:
+    """Checks passed are remembered (by query and schemas), refusals never are."""
+    for _ in range(2):
+        with pytest.raises(InvalidQueryError, match="rand"):
+            engine.output_schema({"prices": PRICES}, sql("SELECT rand() AS r, sku FROM prices"))
+
+
+def test_a_query_is_checked_once_per_inputs_schemas(engine: SparkEngine, monkeypatch) -> None:
+    from odfproj.engine import spark as engine_spark
+
+    checks: list[str] = []
+    real = engine_spark.check_query_plan
+    monkeypatch.setattr(
+        engine_spark, "check_query_plan", lambda df, where: (checks.append(where), real(df, where))
+    )
+    query = sql("SELECT sku, price * 3 AS tripled FROM prices WHERE price > 1")
+    engine.output_schema({"prices": PRICES}, query)
+    engine.output_schema({"prices": PRICES}, query)
+    assert len(checks) == 1
+    wider = PRICES.append(pa.field("qty", pa.int32()))
+    assert engine.output_schema({"prices": wider}, query).names == ["sku", "tripled"]
+    assert len(checks) == 2
+
+
 @pytest.mark.parametrize(
     ("query", "expected"),
     [
