@@ -424,7 +424,7 @@ class QueryScope:
 #: The transforms that passed :meth:`QueryScope.run`'s checks, by :meth:`QueryScope._check_key`. An
 #: update runs the same query over several frames (the rows added, the rows withdrawn, the terms of a
 #: join), and the warm engine and ``watch`` run it again on every update: the SQL policy and the
-#: analysed plan's determinism checks (two plan serialisations, about 60 ms each) run once per query
+#: analysed plan's determinism checks (two plan serialisations, about 60 ms in all) run once per query
 #: and inputs' schemas. Only the frames odfproj builds are registered as views, and they hold no
 #: refused node, so the same SQL over the same schemas passes or fails the same way. At most
 #: ``_CHECKED_KEPT`` keys, forgotten all at once when full.

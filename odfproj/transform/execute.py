@@ -185,9 +185,9 @@ def net_counts(added: DataFrame, withdrawn: DataFrame, columns: Sequence[str]) -
     """``columns`` and each distinct row's count in ``added`` minus its count in ``withdrawn`` (:data:`COUNT`).
 
     The one netting of two multisets every path ends with. One aggregation over the two, each row
-    signed, rather than counting each side and then summing the counts: one shuffle instead of three,
-    which is most of a small update's Spark work. A ``withdrawn`` that is a changelog rather than a
-    multiset (its ``op`` column signs each record) is :func:`signed_net_counts`.
+    signed, rather than counting each side and then summing the counts: one shuffle instead of three.
+    A ``withdrawn`` that is a changelog rather than a multiset (its ``op`` column signs each record) is
+    :func:`signed_net_counts`.
     """
     return _summed(_signed(added, columns, 1).unionByName(_signed(withdrawn, columns, -1)), columns)
 

@@ -427,7 +427,6 @@ def grouped_changes(
     an aggregation over a join. ``None`` when the query is not grouped; a :class:`GroupedUpdate` without
     changes when it is but this update must run in full.
     """
-
     if mode.mode is not Mode.GROUPED:
         return None
     try:
@@ -507,7 +506,6 @@ def _joined_pre_aggregation(
     dimension row): netted, the withdrawn rows are a sub-multiset of the old ones, which the
     min/max merge relies on, and the counts and sums are the same.
     """
-
     try:
         delta = join_delta(engine, pre_aggregation, inputs, sides)
     except InvalidQueryError:

@@ -105,7 +105,6 @@ def signed_changes(
     full recomputation writes. ``None`` when the query's output columns are not exactly the stored
     ones (the full path re-appends every row then).
     """
-
     added, withdrawn = check_result(added, where, vocab), check_result(withdrawn, where, vocab)
     stored = stored_columns(declared, vocab)
     if (
