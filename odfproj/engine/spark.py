@@ -339,9 +339,9 @@ class QueryScope:
         self.session = child if child is not None else child_session(parent)
         apply_sql_conf(self.session, sql_conf)
         self._sql_conf = dict(sql_conf)
-        self._views: list[str] = []
-        #: The frames behind the views, by name: their schemas key the checks already passed.
-        self._frames: dict[str, DataFrame] = {}
+        #: The views of this scope and the frames behind them, by name: dropped at the end, and their
+        #: schemas key the checks already passed.
+        self._views: dict[str, DataFrame] = {}
 
     def register_schema(self, name: str, schema: StructType) -> None:
         """Expose an empty frame of ``schema`` as the view ``name``: what a sandbox checks a query over."""
@@ -359,8 +359,7 @@ class QueryScope:
                 self.session.table(f"global_temp.{bridge}").createOrReplaceTempView(quoted)
             finally:
                 self.parent.catalog.dropGlobalTempView(bridge)
-        self._views.append(quoted)
-        self._frames[name] = df
+        self._views[name] = df
 
     def run(self, transform: model.TransformSql) -> DataFrame:
         """Translate, check and analyse every step; aliased steps become views; the last step's DataFrame is returned.
@@ -406,7 +405,7 @@ class QueryScope:
         text = json.dumps(
             [
                 [[step.alias, step.query] for step in steps],
-                sorted((name, frame.schema.json()) for name, frame in self._frames.items()),
+                sorted((name, frame.schema.json()) for name, frame in self._views.items()),
                 sorted(self._sql_conf.items()),
                 ansi,
             ]
@@ -414,11 +413,10 @@ class QueryScope:
         return hashlib.sha256(text.encode()).hexdigest()
 
     def close(self) -> None:
-        for view in self._views:
+        for name in self._views:
             with suppress(Exception):  # the session is going away anyway
-                self.session.catalog.dropTempView(view)
+                self.session.catalog.dropTempView(_quote_name(name))
         self._views.clear()
-        self._frames.clear()
 
 
 #: The transforms that passed :meth:`QueryScope.run`'s checks, by :meth:`QueryScope._check_key`. An

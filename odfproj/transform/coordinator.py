@@ -359,8 +359,10 @@ def _incremental_changes(
     else:
         signed = signed_inputs(_new_records(engine, slices), input_vocabs)
         added = engine.query(signed.added, transform)
-        classified = known if known is not None else query_mode(transform, added)
-        _remember_mode(key, classified)
+        classified = known
+        if classified is None:
+            classified = query_mode(transform, added)
+            _remember_mode(key, classified)
     if classified.is_stateless:
         assert signed is not None and added is not None
         changes = stateless_changes(

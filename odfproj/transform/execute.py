@@ -53,7 +53,6 @@ __all__ = [
     "net_changes",
     "net_counts",
     "output_schema",
-    "row_counts",
     "write_changes",
 ]
 
@@ -171,10 +170,10 @@ def compute_changes(
             own_history = own_history.withColumn(name, F.lit(None).cast(new_types[name]))
         columns = [*own_columns, *added]
         return net_changes(signed_net_counts(result, own_history, columns), columns)
-    return net_changes(row_counts(result, columns), columns)
+    return net_changes(_row_counts(result, columns), columns)
 
 
-def row_counts(result: DataFrame, columns: Sequence[str]) -> DataFrame:
+def _row_counts(result: DataFrame, columns: Sequence[str]) -> DataFrame:
     """``columns`` and how many times each distinct row occurs in ``result`` (:data:`COUNT`)."""
     from pyspark.sql import functions as F
 
