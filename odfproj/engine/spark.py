@@ -44,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
@@ -56,7 +57,13 @@ import pyarrow.parquet as pq
 
 from odfproj.engine.dialects import is_spark, to_spark
 from odfproj.engine.errors import InvalidQueryError
-from odfproj.engine.session import SparkSessionHolder, apply_sql_conf, child_session, keep_until_stop
+from odfproj.engine.session import (
+    SMALL_WORK_CONF,
+    SparkSessionHolder,
+    apply_sql_conf,
+    child_session,
+    keep_until_stop,
+)
 from odfproj.engine.settings import analysis_settings
 from odfproj.engine.slices import rows_per_file
 from odfproj.engine.sql_policy import check_parsed_query
@@ -529,6 +536,10 @@ def check_in_sandbox(session: SparkSession, views: Mapping[str, str], transform:
 
 # --- the engine -----------------------------------------------------------------------------------------
 
+#: Work that reads at most this many records (counted from the chain, no job) is *small work*
+#: (:meth:`SparkEngine.small_work`): an everyday derivative update or ingest of a few files.
+SMALL_WORK_RECORDS = 50_000
+
 
 class SparkEngine:
     """Spark SQL for derivative queries and preprocess steps, each in its own scope."""
@@ -537,10 +548,15 @@ class SparkEngine:
         self.holder = holder
         self._rows_per_file = rows_per_file
         self._sandbox: SparkSessionHolder | None = None
+        #: Per thread: whether its operations are small work (:meth:`small_work`).
+        self._thread = threading.local()
+        #: The small-work session, with the shared session it was made from (remade if that changes).
+        self._small: tuple[SparkSession, SparkSession] | None = None
+        self._small_lock = threading.Lock()
 
     @property
     def session(self) -> SparkSession:
-        """The shared session, created on first use.
+        """The shared session, created on first use; inside :meth:`small_work`, its small-work child.
 
         For a Connect target the local sandbox is started first: PySpark launches a JVM through a
         ``preexec_fn``, Python code in a forked child, which can die before it runs Java once gRPC's
@@ -548,7 +564,45 @@ class SparkEngine:
         """
         if self.holder.settings.is_connect and not self.holder.created and not self._warm:
             self._sandbox_holder().get()
-        return self.holder.get()
+        shared = self.holder.get()  # always asked: a warm run's holder sets the thread's job group here
+        if not self.is_small_work:
+            return shared
+        with self._small_lock:
+            if self._small is None or self._small[0] is not shared:
+                small = child_session(shared)
+                apply_sql_conf(small, self._conf())
+                self._small = (shared, small)
+            return self._small[1]
+
+    @contextmanager
+    def small_work(self, small: bool = True) -> Iterator[None]:
+        """Run this thread's operations inside as *small work*, when ``small`` and the target is ``local``.
+
+        Small work runs in a child session with :data:`~odfproj.engine.session.SMALL_WORK_CONF`:
+        expressions interpreted, no Java code generated and compiled per plan. The caller says what
+        is small (a derivative update that reads few records, counted from the chain); every frame
+        it builds inside comes from that one session, so nothing mixes the two. Elsewhere than on a
+        ``local`` master (a cluster's executors, Spark Connect) it changes nothing.
+        """
+        settings = self.holder.settings
+        previous = self.is_small_work
+        self._thread.small = small and settings.is_local and not settings.is_connect
+        try:
+            yield
+        finally:
+            self._thread.small = previous
+
+    @property
+    def is_small_work(self) -> bool:
+        """Whether this thread is inside :meth:`small_work` (on a target where it applies)."""
+        return bool(getattr(self._thread, "small", False))
+
+    def _conf(self) -> dict[str, str]:
+        """The target's settings, with the small-work ones inside :meth:`small_work`."""
+        conf = self.holder.settings.effective_conf()
+        if self.is_small_work:
+            conf.update(SMALL_WORK_CONF)
+        return conf
 
     @property
     def _warm(self) -> bool:
@@ -564,7 +618,7 @@ class SparkEngine:
 
     @contextmanager
     def scope(self) -> Iterator[QueryScope]:
-        conf = self.holder.settings.effective_conf()
+        conf = self._conf()
         if self.holder.settings.is_connect:
             check: QueryScope | WarmSandbox
             if isinstance(self.holder, WarmSessionHolder):
@@ -626,6 +680,7 @@ __all__: Sequence[str] = (
     "CHECK_QUERY",
     "FORBIDDEN_NODES",
     "INPUT_VIEW",
+    "SMALL_WORK_RECORDS",
     "ConnectQueryScope",
     "QueryScope",
     "SparkEngine",

@@ -56,7 +56,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from odfproj.engine.slices import Numbered, nullable, number_rows, write_slices
-from odfproj.engine.spark import SparkEngine, describe_spark_error, is_spark_error
+from odfproj.engine.spark import SMALL_WORK_RECORDS, SparkEngine, describe_spark_error, is_spark_error
 from odfproj.engine.types import arrow_schema_from_spark, spark_type_from_arrow
 from odfproj.errors import EngineError, OdfprojError
 from odfproj.ingest.errors import IngestError, UnsupportedSourceError, source_label
@@ -99,6 +99,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "POLLING_SOURCE_NAME",
+    "SMALL_INGEST_BYTES",
     "CommittedItem",
     "IngestResult",
     "Vocab",
@@ -108,6 +109,7 @@ __all__ = [
     "ingest_polling",
     "materialize_read",
     "preprocess_batch",
+    "small_ingest",
 ]
 
 #: How many fetch rounds a source reporting "more data" may take in one ingest.
@@ -261,28 +263,49 @@ def _ingest_item(
             str(p): item.display_name
             for p in (prepared.path.absolute(), prepared.path, item.path.absolute(), item.path)
         }
-        with errors_named(where, paths):
-            batch = read_files(
-                engine.session, source.read, [prepared.path], materialize=materialize_read(source.merge)
-            )
-            batch = preprocess_batch(engine, batch, source.preprocess, where)
-        with errors_named(where, paths), bad_rows_described(engine, source.read, prepared.path, where):
-            return commit_batch(
-                dataset,
-                engine,
-                batch,
-                merge_strategy=source.merge,
-                display_name=item.display_name,
-                source=POLLING_SOURCE_NAME,
-                event_time=item.event_time,
-                source_state=item.source_state,
-                system_time=system_time,
-                work_dir=work,
-                paths=paths,
-            )
+        with engine.small_work(small_ingest(dataset, [prepared.path])):
+            with errors_named(where, paths):
+                batch = read_files(
+                    engine.session, source.read, [prepared.path], materialize=materialize_read(source.merge)
+                )
+                batch = preprocess_batch(engine, batch, source.preprocess, where)
+            with errors_named(where, paths), bad_rows_described(engine, source.read, prepared.path, where):
+                return commit_batch(
+                    dataset,
+                    engine,
+                    batch,
+                    merge_strategy=source.merge,
+                    display_name=item.display_name,
+                    source=POLLING_SOURCE_NAME,
+                    event_time=item.event_time,
+                    source_state=item.source_state,
+                    system_time=system_time,
+                    work_dir=work,
+                    paths=paths,
+                )
     finally:
         if prepared.temporary:
             prepared.path.unlink(missing_ok=True)
+
+
+#: Files of at most this many bytes in all hold few records (about 50,000 CSV rows of 80 bytes): with a
+#: dataset of few records (:data:`~odfproj.engine.spark.SMALL_WORK_RECORDS`; a Ledger or Snapshot merge
+#: reads its history or state), their ingest is small work for the engine (no code generated).
+SMALL_INGEST_BYTES = 4 * 1024 * 1024
+
+
+def small_ingest(dataset: Dataset, files: Sequence[Path]) -> bool:
+    """Whether ingesting ``files`` into ``dataset`` is small work (:data:`SMALL_INGEST_BYTES`)."""
+    last = dataset.projection().last_offset
+    held = 0 if last is None else last + 1
+    return held <= SMALL_WORK_RECORDS and sum(_bytes(Path(f)) for f in files) <= SMALL_INGEST_BYTES
+
+
+def _bytes(path: Path) -> int:
+    """A file's size, or a folder's files' (a Parquet dataset can be a folder)."""
+    if path.is_dir():
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return path.stat().st_size if path.exists() else 0
 
 
 @contextmanager

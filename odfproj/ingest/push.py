@@ -28,6 +28,7 @@ from odfproj.ingest.pipeline import (
     errors_named,
     materialize_read,
     preprocess_batch,
+    small_ingest,
 )
 from odfproj.ingest.read import read_files
 from odfproj.odf import model
@@ -85,24 +86,25 @@ def ingest_push(
     work = Path(tempfile.mkdtemp(prefix="odfproj-push-")) if work_dir is None else Path(work_dir)
     try:
         paths = {str(f): n for f, n in zip(files, names, strict=True)}
-        with errors_named(where, paths):
-            batch = read_files(
-                engine.session, source.read, list(files), materialize=materialize_read(source.merge)
+        with engine.small_work(small_ingest(dataset, [Path(f) for f in files])):
+            with errors_named(where, paths):
+                batch = read_files(
+                    engine.session, source.read, list(files), materialize=materialize_read(source.merge)
+                )
+                batch = preprocess_batch(engine, batch, source.preprocess, where)
+            done: CommittedItem | None = commit_batch(
+                dataset,
+                engine,
+                batch,
+                merge_strategy=source.merge,
+                display_name=display,
+                source=source.source_name,
+                event_time=None,
+                source_state=None,
+                system_time=system_time,
+                work_dir=work,
+                paths=paths,
             )
-            batch = preprocess_batch(engine, batch, source.preprocess, where)
-        done: CommittedItem | None = commit_batch(
-            dataset,
-            engine,
-            batch,
-            merge_strategy=source.merge,
-            display_name=display,
-            source=source.source_name,
-            event_time=None,
-            source_state=None,
-            system_time=system_time,
-            work_dir=work,
-            paths=paths,
-        )
     finally:
         if own_work:
             shutil.rmtree(work, ignore_errors=True)

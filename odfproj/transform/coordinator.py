@@ -32,7 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from odfproj.engine.spark import SparkEngine, translating_errors
+from odfproj.engine.spark import SMALL_WORK_RECORDS, SparkEngine, translating_errors
 from odfproj.errors import OdfprojError
 from odfproj.odf import model
 from odfproj.odf.data_schema import Vocab
@@ -209,78 +209,83 @@ def update_derivative(
     if waiting:
         return TransformOutcome(0, False, f"waiting for input {', '.join(waiting)} to get a data schema")
 
-    with tempfile.TemporaryDirectory(prefix="odfproj-transform-") as scratch:
-        path = Path(scratch) / "data.parquet"
-        with translating_errors(f"transform of {name}"):
-            vocab = Vocab.of(p.set_vocab)
-            changes, mode, why_full = None, "full", None
-            grouped: GroupedUpdate | None = None
-            sides: JoinSides | None = None
-            if not (full_refresh or changed) and p.has_data and p.arrow_schema is not None:
-                found = _incremental_changes(engine, transform, dataset, p, slices, name)
-                changes, mode, why_full = found.changes, found.mode, found.why_full
-                grouped, sides = found.grouped, found.sides
-            if changes is None:
-                changes, mode = _full_changes(engine, transform, dataset, p, slices, name), "full"
-            written = write_changes(
-                changes,
-                next_offset(p),
-                system_time,
-                path,
-                p.arrow_schema,
-                vocab,
-                collect_below=_collect_below(p, slices, mode),
+    # Few records in all (inputs and own, as the full path would read them): small work, no code compiled.
+    with engine.small_work(_records_read(p, slices, full=True) <= SMALL_UPDATE_RECORDS):
+        with tempfile.TemporaryDirectory(prefix="odfproj-transform-") as scratch:
+            path = Path(scratch) / "data.parquet"
+            with translating_errors(f"transform of {name}"):
+                vocab = Vocab.of(p.set_vocab)
+                changes, mode, why_full = None, "full", None
+                grouped: GroupedUpdate | None = None
+                sides: JoinSides | None = None
+                if not (full_refresh or changed) and p.has_data and p.arrow_schema is not None:
+                    found = _incremental_changes(engine, transform, dataset, p, slices, name)
+                    changes, mode, why_full = found.changes, found.mode, found.why_full
+                    grouped, sides = found.grouped, found.sides
+                if changes is None:
+                    changes, mode = _full_changes(engine, transform, dataset, p, slices, name), "full"
+                written = write_changes(
+                    changes,
+                    next_offset(p),
+                    system_time,
+                    path,
+                    p.arrow_schema,
+                    vocab,
+                    collect_below=_collect_below(p, slices, mode),
+                )
+            head = commit_data(
+                dataset,
+                p,
+                model.ExecuteTransform(query_inputs=query_inputs, new_watermark=watermark),
+                system_time=system_time,
+                data_file=path,
+                records=written.count,
+                schema=written.schema,
             )
-        head = commit_data(
-            dataset,
-            p,
-            model.ExecuteTransform(query_inputs=query_inputs, new_watermark=watermark),
-            system_time=system_time,
-            data_file=path,
-            records=written.count,
-            schema=written.schema,
-        )
-    # Best effort, like the state index: the block is committed, and a group state that is not
-    # written is found stale by its stamp and rebuilt by the next update.
-    with suppress(OdfprojError), translating_errors(f"transform of {name} (its group state)"):
-        _keep_group_state(engine, transform, dataset, head, slices, grouped if mode != "full" else None)
-    # The same best effort for the join index (transform/join_sides.py): the one this update opened,
-    # or after a full-path commit the stored one, if any.
-    if sides is not None or mode in ("join", "full"):
-        with suppress(OdfprojError), translating_errors(f"transform of {name} (its join index)"):
-            keep_join_index(engine, dataset, transform, _indexed_inputs(engine, slices), head, sides)
-    why_full = why_full or ""
-    note = f" (full: {why_full})" if why_full else ""
-    if written.count:
-        return TransformOutcome(
-            written.count, True, f"appended {written.count} records{note}", mode, why_full
-        )
-    return TransformOutcome(0, True, f"inputs consumed, the result did not change{note}", mode, why_full)
+        # Best effort, like the state index: the block is committed, and a group state that is not
+        # written is found stale by its stamp and rebuilt by the next update.
+        with suppress(OdfprojError), translating_errors(f"transform of {name} (its group state)"):
+            _keep_group_state(engine, transform, dataset, head, slices, grouped if mode != "full" else None)
+        # The same best effort for the join index (transform/join_sides.py): the one this update opened,
+        # or after a full-path commit the stored one, if any.
+        if sides is not None or mode in ("join", "full"):
+            with suppress(OdfprojError), translating_errors(f"transform of {name} (its join index)"):
+                keep_join_index(engine, dataset, transform, _indexed_inputs(engine, slices), head, sides)
+        why_full = why_full or ""
+        note = f" (full: {why_full})" if why_full else ""
+        if written.count:
+            return TransformOutcome(
+                written.count, True, f"appended {written.count} records{note}", mode, why_full
+            )
+        return TransformOutcome(0, True, f"inputs consumed, the result did not change{note}", mode, why_full)
 
 
 #: An update that reads at most this many input records (the chain says how many) expects few changes:
 #: they are written through the driver (``write_changes``'s ``collect_below``), one Spark job instead of
-#: three; if there are more after all (a join can multiply rows), the Spark writer takes over.
-SMALL_UPDATE_RECORDS = 50_000
+#: three; if there are more after all (a join can multiply rows), the Spark writer takes over. The same
+#: number makes an update small work for the engine (no code generated), counted as the full path reads.
+SMALL_UPDATE_RECORDS = SMALL_WORK_RECORDS
 
 
 def _collect_below(p: ChainProjection, slices: list[InputSlice], mode: str) -> int:
-    """``SMALL_UPDATE_RECORDS`` when the records this update read are that few, else 0 (the Spark writer).
+    """``SMALL_UPDATE_RECORDS`` when the records this update read are that few, else 0 (the Spark writer)."""
+    return (
+        SMALL_UPDATE_RECORDS if _records_read(p, slices, full=mode == "full") <= SMALL_UPDATE_RECORDS else 0
+    )
 
-    Counted from the chain, no job: each input's new records on an incremental path; on the full path
-    every input's records and the derivative's own.
-    """
+
+def _records_read(p: ChainProjection, slices: list[InputSlice], *, full: bool) -> int:
+    """How many records an update reads, counted from the chain, no job: on the full path every input's
+    records and the derivative's own; on an incremental path each input's new records."""
 
     def records(last: int | None, consumed: int | None = None) -> int:
         return 0 if last is None else last - (-1 if consumed is None else consumed)
 
-    if mode == "full":
-        read = records(p.last_offset) + sum(records(s.projection.last_offset) for s in slices)
-    else:
-        read = sum(
-            records(s.projection.last_offset, s.query_input.prev_offset) for s in slices if s.has_new_records
-        )
-    return SMALL_UPDATE_RECORDS if read <= SMALL_UPDATE_RECORDS else 0
+    if full:
+        return records(p.last_offset) + sum(records(s.projection.last_offset) for s in slices)
+    return sum(
+        records(s.projection.last_offset, s.query_input.prev_offset) for s in slices if s.has_new_records
+    )
 
 
 def _input_vocabs(slices: list[InputSlice]) -> dict[str, Vocab]:

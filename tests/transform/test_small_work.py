@@ -1,0 +1,192 @@
+"""Small work: an update or ingest that reads few records runs on interpreted expressions, with the same result.
+
+``SparkEngine.small_work`` puts a thread's operations in a child session with ``SMALL_WORK_CONF`` (no Java
+code generated and compiled per plan); the coordinator uses it for updates that read at most
+``SMALL_UPDATE_RECORDS`` records, the polling and push ingests for small files into small datasets.
+Interpreted and generated evaluation are two implementations of every expression in Spark, so the blocks
+they give are compared here on every path (full, stateless, grouped, join) and flat column type.
+"""
+
+from __future__ import annotations
+
+import threading
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+
+from odfproj.engine.session import SMALL_WORK_CONF, SparkSessionHolder, SparkSettings
+from odfproj.engine.spark import SparkEngine
+from odfproj.storage.workspace import Workspace
+from odfproj.transform.coordinator import update_derivative
+from odfproj.transform.reproduce import reproduce_all
+from tests.transform.helpers import (
+    CF,
+    CT,
+    A,
+    R,
+    add_records,
+    block_hashes,
+    create_derivative,
+    create_root,
+    hours,
+    schema_with,
+)
+
+FACTORY_MODE = "spark.sql.codegen.factoryMode"
+
+
+def test_small_work_applies_only_where_the_driver_runs_the_tasks() -> None:
+    """On a cluster or a Connect server the executors compile once for many rows: no small work there."""
+    for master in ("spark://127.0.0.1:7077", "sc://127.0.0.1:15002", "yarn"):
+        engine = SparkEngine(SparkSessionHolder(SparkSettings(master=master)))
+        with engine.small_work():
+            assert not engine.is_small_work
+    engine = SparkEngine(SparkSessionHolder(SparkSettings(master="local[2]")))
+    with engine.small_work():
+        assert engine.is_small_work
+        with engine.small_work(False):
+            assert not engine.is_small_work
+        assert engine.is_small_work
+    assert not engine.is_small_work
+    assert not engine.holder.created  # deciding starts no JVM
+
+
+@pytest.mark.spark
+def test_small_work_is_one_interpreted_child_session_for_this_thread_only(engine, spark) -> None:
+    with engine.small_work():
+        small = engine.session
+        assert small is not spark
+        assert small.sparkContext is spark.sparkContext
+        for key, value in SMALL_WORK_CONF.items():
+            assert small.conf.get(key) == value
+        with engine.scope() as scope:  # a query's own child session gets the settings too
+            assert scope.session.conf.get(FACTORY_MODE) == "NO_CODEGEN"
+        seen: list = []
+        other = threading.Thread(target=lambda: seen.append(engine.session))
+        other.start()
+        other.join()
+        assert seen == [spark]
+        assert engine.session is small  # made once
+    assert engine.session is spark
+    assert spark.conf.get(FACTORY_MODE) != "NO_CODEGEN"
+    with engine.scope() as scope:
+        assert scope.session.conf.get(FACTORY_MODE) != "NO_CODEGEN"
+
+
+ROOT = schema_with(
+    ("k", pa.string()),
+    ("v", pa.int64()),
+    ("x", pa.float64()),
+    ("d", pa.decimal128(9, 2)),
+    ("day", pa.date32()),
+    ("flag", pa.bool_()),
+    ("raw", pa.binary()),
+)
+DIM = schema_with(("k", pa.string()), ("label", pa.string()))
+
+#: One derivative per path, with functions of every flat type in them.
+QUERIES = {
+    "stateless": (
+        "SELECT event_time, upper(k) AS k, v * 3 - 1 AS v, round(x / 3, 4) AS x, d * 2 AS d, "
+        "date_add(day, CAST(v AS INT)) AS day, NOT flag AS flag, concat(raw, raw) AS raw, "
+        "CAST(event_time AS DATE) AS seen, length(k) AS n, CAST(v AS STRING) AS s "
+        "FROM r WHERE v % 4 <> 1 OR k IS NULL"
+    ),
+    "grouped": (
+        "SELECT max(event_time) AS event_time, k, count(*) AS n, sum(v) AS v, sum(d) AS d "
+        "FROM r WHERE flag OR v > 0 GROUP BY k HAVING count(*) > 0"
+    ),
+    "join": (
+        "SELECT greatest(r.event_time, m.event_time) AS event_time, r.k, m.label, r.v + 1 AS v "
+        "FROM r JOIN m ON r.k = m.k"
+    ),
+    "full": (
+        "SELECT event_time, k, v, row_number() OVER (PARTITION BY k ORDER BY event_time, v) AS rn, "
+        "avg(x) OVER (PARTITION BY k) AS mean FROM r"
+    ),
+}
+
+
+def _root_rows(n: int, start: int) -> list[tuple]:
+    keys = ["a", "b", None, "c"]
+    return [
+        (
+            A,
+            start + i,
+            keys[i % 4],
+            (start + i) * 7 - 20,
+            None if i % 5 == 2 else (start + i) / 3 - 2.5,
+            Decimal(f"{start + i}.25"),
+            hours(start + i).date(),
+            i % 2 == 0,
+            b"r" + bytes([i % 251]),
+        )
+        for i in range(n)
+    ]
+
+
+def _workspace(path, query: str) -> Workspace:
+    ws = Workspace(path)
+    root, dim = create_root(ws, "r", ROOT), create_root(ws, "m", DIM)
+    create_derivative(ws, "d", {"r": root, "m": dim}, (None, query))
+    return ws
+
+
+def _updates(ws: Workspace, engine) -> list[str]:
+    """Three updates: first data, more rows with a retraction and a correction, a new dimension row."""
+    first = _root_rows(12, 0)
+    batches = [
+        (first, [(A, 0, "a", "alpha"), (A, 0, "b", "beta")]),
+        (
+            [
+                *_root_rows(5, 20),
+                (R, *first[1][1:]),
+                (CF, *first[3][1:]),
+                (CT, *first[3][1:3], 99, *first[3][4:]),
+            ],
+            [],
+        ),
+        ([], [(A, 30, "c", "gamma"), (R, 0, "a", "alpha")]),
+    ]
+    modes = []
+    for n, (roots, dims) in enumerate(batches, start=1):
+        now = hours(100 + n)
+        if roots:
+            add_records(ws.open("r"), ws.root / "scratch", roots, now)
+        if dims:
+            add_records(ws.open("m"), ws.root / "scratch", dims, now)
+        modes.append(update_derivative(ws, "d", engine, now).mode)
+    return modes
+
+
+def _compiled(spark) -> int:
+    """How many classes Spark's code generator has compiled in this JVM."""
+    metrics = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
+    return metrics.METRIC_COMPILATION_TIME().getCount()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("path", list(QUERIES))
+def test_small_work_writes_the_blocks_generated_code_writes(
+    tmp_path, engine, spark, monkeypatch, path
+) -> None:
+    # Spark compiles a few classes once per JVM whatever the settings: a first small update of another
+    # query gets those out of the way.
+    _updates(_workspace(tmp_path / "warm", "SELECT event_time, k FROM r"), engine)
+    before = _compiled(spark)
+    small = _workspace(tmp_path / "small", QUERIES[path])
+    modes = _updates(small, engine)
+    by_small = _compiled(spark) - before
+    assert modes[1] == ("full" if path == "full" else path)
+
+    normal = SparkEngine.small_work
+    monkeypatch.setattr(SparkEngine, "small_work", lambda self, small=True: normal(self, False))
+    generated = _workspace(tmp_path / "generated", QUERIES[path])
+    before = _compiled(spark)
+    assert _updates(generated, engine) == modes
+    by_generated = _compiled(spark) - before
+    # What small work still compiles is what Spark always generates (the top-k's row ordering): a few.
+    assert by_generated > 3 * by_small
+    assert block_hashes(small) == block_hashes(generated)
+    assert all(reproduce_all(small, "d", engine))  # and `verify --reproduce` (generated code) agrees
