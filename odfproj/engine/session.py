@@ -80,15 +80,24 @@ DRIVER_JIT_OPTIONS = (
 LOCAL_TUNING_CONF: Mapping[str, str] = MappingProxyType({"spark.sql.adaptive.enabled": "false"})
 
 
-#: Settings for work on few rows, on a ``local`` master (:meth:`odfproj.engine.spark.SparkEngine.small_work`):
+#: Settings for work on few rows, on a ``local`` master (:meth:`odfproj.engine.spark.SparkEngine.small_work`).
 #: Spark evaluates expressions interpreted instead of generating Java code for every operator and
-#: expression and compiling it (Janino). An everyday derivative update of a few hundred rows is dozens
-#: of distinct little plans, each compiled once and run on a handful of rows: on bench_dag's re-run,
-#: compiling was 14 % of the driver's samples (Janino resolving classes in the jars), and with these
-#: settings the run took 38 % less JVM CPU and 30 % less time (bench/README.md, "Session 13"). Large work keeps the
-#: generated code, which is what makes a million rows fast; a cluster's executors keep it too.
+#: expression and compiling it (Janino): an everyday derivative update of a few hundred rows is dozens of
+#: distinct little plans, each compiled once and run on a handful of rows (on bench_dag's re-run,
+#: compiling was 14 % of the driver's samples, about 360 classes a run). And the rows go through one task
+#: per stage: one shuffle partition, the files read packed into one split (each small file was a task of
+#: its own, and each task costs scheduling and a serialised closure whatever its rows). Together they
+#: took a third off the re-run's driver CPU (bench/README.md, "Session 13"). The results do not depend on
+#: either: only the work's speed does. Large work keeps generated code and the target's partitioning,
+#: which is what makes a million rows fast; a cluster's executors keep them too.
 SMALL_WORK_CONF: Mapping[str, str] = MappingProxyType(
-    {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+    {
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+        "spark.sql.shuffle.partitions": "1",
+        "spark.sql.files.minPartitionNum": "1",
+        "spark.sql.files.openCostInBytes": "1024",
+    }
 )
 
 
