@@ -87,9 +87,9 @@ LOCAL_TUNING_CONF: Mapping[str, str] = MappingProxyType({"spark.sql.adaptive.ena
 #: compiling was 14 % of the driver's samples, about 360 classes a run). And the rows go through one task
 #: per stage: one shuffle partition, the files read packed into one split (each small file was a task of
 #: its own, and each task costs scheduling and a serialised closure whatever its rows). Together they
-#: took a third off the re-run's driver CPU (bench/README.md, "Session 13"). The results do not depend on
-#: either: only the work's speed does. Large work keeps generated code and the target's partitioning,
-#: which is what makes a million rows fast; a cluster's executors keep them too.
+#: took 22 % off the warm re-run's driver CPU and 17 % off its time (bench/README.md, "Session 13").
+#: The results depend on neither, only the speed does. Large work keeps generated code and the target's
+#: partitioning, which is what makes a million rows fast; a cluster's executors keep them too.
 SMALL_WORK_CONF: Mapping[str, str] = MappingProxyType(
     {
         "spark.sql.codegen.wholeStage": "false",
