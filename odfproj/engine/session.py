@@ -84,10 +84,12 @@ LOCAL_TUNING_CONF: Mapping[str, str] = MappingProxyType({"spark.sql.adaptive.ena
 #: Spark evaluates expressions interpreted instead of generating Java code for every operator and
 #: expression and compiling it (Janino): an everyday derivative update of a few hundred rows is dozens of
 #: distinct little plans, each compiled once and run on a handful of rows (on bench_dag's re-run,
-#: compiling was 14 % of the driver's samples, about 360 classes a run). And the rows go through one task
-#: per stage: one shuffle partition, the files read packed into one split (each small file was a task of
-#: its own, and each task costs scheduling and a serialised closure whatever its rows). Together they
-#: took 22 % off the warm re-run's driver CPU and 17 % off its time (bench/README.md, "Session 13").
+#: compiling was 14 % of the driver's samples, about 360 classes a run). And the rows go through few
+#: tasks and jobs: one shuffle partition, the files read packed into one split (each small file was a
+#: task of its own, and each task costs scheduling and a serialised closure whatever its rows), joins
+#: shuffled within the job instead of broadcast (each broadcast side was a Spark job of its own: a join
+#: update ran five). Together they took 22 % off the warm re-run's driver CPU and 17 % off its time
+#: (bench/README.md, "Session 13"; the joins' setting 10 % more).
 #: The results depend on neither, only the speed does. Large work keeps generated code and the target's
 #: partitioning, which is what makes a million rows fast; a cluster's executors keep them too.
 SMALL_WORK_CONF: Mapping[str, str] = MappingProxyType(
@@ -97,6 +99,7 @@ SMALL_WORK_CONF: Mapping[str, str] = MappingProxyType(
         "spark.sql.shuffle.partitions": "1",
         "spark.sql.files.minPartitionNum": "1",
         "spark.sql.files.openCostInBytes": "1024",
+        "spark.sql.autoBroadcastJoinThreshold": "-1",
     }
 )
 
