@@ -579,10 +579,11 @@ class SparkEngine:
         """Run this thread's operations inside as *small work*, when ``small`` and the target is ``local``.
 
         Small work runs in a child session with :data:`~odfproj.engine.session.SMALL_WORK_CONF`:
-        expressions interpreted, no Java code generated and compiled per plan. The caller says what
-        is small (a derivative update that reads few records, counted from the chain); every frame
-        it builds inside comes from that one session, so nothing mixes the two. Elsewhere than on a
-        ``local`` master (a cluster's executors, Spark Connect) it changes nothing.
+        expressions interpreted (no Java code generated and compiled per plan), few tasks, no
+        broadcast jobs. The caller says what is small (an update that reads few records, counted from
+        the chain); every frame it builds inside comes from that one session, so the two settings never
+        meet in one plan. Elsewhere than on a ``local`` master (a cluster's executors, Spark Connect)
+        it changes nothing.
         """
         settings = self.holder.settings
         previous = self.is_small_work
