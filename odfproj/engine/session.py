@@ -90,8 +90,8 @@ LOCAL_TUNING_CONF: Mapping[str, str] = MappingProxyType({"spark.sql.adaptive.ena
 #: shuffled within the job instead of broadcast (each broadcast side was a Spark job of its own: a join
 #: update ran five). Together they took 22 % off the warm re-run's driver CPU and 17 % off its time
 #: (bench/README.md, "Session 13"; the joins' setting 10 % more).
-#: The results depend on neither, only the speed does. Large work keeps generated code and the target's
-#: partitioning, which is what makes a million rows fast; a cluster's executors keep them too.
+#: The results depend on none of them, only the speed does. Large work keeps generated code and the
+#: target's partitioning, which is what makes a million rows fast; a cluster's executors keep them too.
 SMALL_WORK_CONF: Mapping[str, str] = MappingProxyType(
     {
         "spark.sql.codegen.wholeStage": "false",

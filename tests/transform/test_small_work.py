@@ -16,7 +16,8 @@ import pyarrow as pa
 import pytest
 
 from odfproj.engine.session import SMALL_WORK_CONF, SparkSessionHolder, SparkSettings
-from odfproj.engine.spark import SparkEngine
+from odfproj.engine.spark import SMALL_WORK_RECORDS, SparkEngine
+from odfproj.ingest.pipeline import SMALL_INGEST_BYTES, small_ingest
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.coordinator import update_derivative
 from odfproj.transform.reproduce import reproduce_all
@@ -50,6 +51,25 @@ def test_small_work_applies_only_where_the_driver_runs_the_tasks() -> None:
         assert engine.is_small_work
     assert not engine.is_small_work
     assert not engine.holder.created  # deciding starts no JVM
+
+
+def test_an_ingest_is_small_work_for_small_files_into_a_small_dataset(tmp_path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    root = create_root(ws, "m", DIM)
+    small, big, folder = tmp_path / "small.csv", tmp_path / "big.csv", tmp_path / "parts"
+    small.write_text("k,label\na,alpha\n")
+    with big.open("wb") as f:
+        f.truncate(SMALL_INGEST_BYTES + 1)
+    folder.mkdir()
+    for part in ("a", "b"):  # a folder (a Parquet dataset) counts as its files together
+        with (folder / part).open("wb") as f:
+            f.truncate(SMALL_INGEST_BYTES // 2 + 1)
+    assert small_ingest(root, [small])
+    assert not small_ingest(root, [big])
+    assert not small_ingest(root, [folder])
+    assert not small_ingest(root, [small] * 2 + [big])
+    add_records(root, tmp_path / "scratch", [(A, 0, "k", "v")] * (SMALL_WORK_RECORDS + 1), hours(1))
+    assert not small_ingest(ws.open("m"), [small])  # a Ledger or Snapshot merge reads what the dataset holds
 
 
 @pytest.mark.spark
