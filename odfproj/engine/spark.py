@@ -585,9 +585,8 @@ class SparkEngine:
         meet in one plan. Elsewhere than on a ``local`` master (a cluster's executors, Spark Connect)
         it changes nothing.
         """
-        settings = self.holder.settings
         previous = self.is_small_work
-        self._thread.small = small and settings.is_local and not settings.is_connect
+        self._thread.small = small and self.holder.settings.is_local  # a Connect master is sc://
         try:
             yield
         finally:

@@ -210,7 +210,7 @@ def update_derivative(
         return TransformOutcome(0, False, f"waiting for input {', '.join(waiting)} to get a data schema")
 
     # Few records in all (inputs and own, as the full path would read them): small work, no code compiled.
-    with engine.small_work(_records_read(p, slices, full=True) <= SMALL_UPDATE_RECORDS):
+    with engine.small_work(_records_read(p, slices, full=True) <= SMALL_WORK_RECORDS):
         with tempfile.TemporaryDirectory(prefix="odfproj-transform-") as scratch:
             path = Path(scratch) / "data.parquet"
             with translating_errors(f"transform of {name}"):
@@ -260,18 +260,14 @@ def update_derivative(
         return TransformOutcome(0, True, f"inputs consumed, the result did not change{note}", mode, why_full)
 
 
-#: An update that reads at most this many input records (the chain says how many) expects few changes:
-#: they are written through the driver (``write_changes``'s ``collect_below``), one Spark job instead of
-#: three; if there are more after all (a join can multiply rows), the Spark writer takes over. The same
-#: number makes an update small work for the engine (no code generated), counted as the full path reads.
-SMALL_UPDATE_RECORDS = SMALL_WORK_RECORDS
-
-
 def _collect_below(p: ChainProjection, slices: list[InputSlice], mode: str) -> int:
-    """``SMALL_UPDATE_RECORDS`` when the records this update read are that few, else 0 (the Spark writer)."""
-    return (
-        SMALL_UPDATE_RECORDS if _records_read(p, slices, full=mode == "full") <= SMALL_UPDATE_RECORDS else 0
-    )
+    """``SMALL_WORK_RECORDS`` when the records this update read are that few, else 0 (the Spark writer).
+
+    An update that reads that few records expects few changes: they are written through the driver
+    (``write_changes``'s ``collect_below``), one Spark job instead of three; if there are more after all
+    (a join can multiply rows), the Spark writer takes over.
+    """
+    return SMALL_WORK_RECORDS if _records_read(p, slices, full=mode == "full") <= SMALL_WORK_RECORDS else 0
 
 
 def _records_read(p: ChainProjection, slices: list[InputSlice], *, full: bool) -> int:

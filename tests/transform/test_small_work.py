@@ -2,7 +2,7 @@
 
 ``SparkEngine.small_work`` puts a thread's operations in a child session with ``SMALL_WORK_CONF`` (no Java
 code generated and compiled per plan); the coordinator uses it for updates that read at most
-``SMALL_UPDATE_RECORDS`` records, the polling and push ingests for small files into small datasets.
+``SMALL_WORK_RECORDS`` records, the polling and push ingests for small files into small datasets.
 Interpreted and generated evaluation are two implementations of every expression in Spark, so the blocks
 they give are compared here on every path (full, stateless, grouped, join) and flat column type.
 """
