@@ -53,10 +53,11 @@ from collections.abc import Sequence
 from functools import reduce
 from typing import TYPE_CHECKING
 
+from odfproj.engine.columns import column
 from odfproj.ingest.errors import IngestError
 from odfproj.odf import model
 from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_TIME, Op
-from odfproj.state.projections import column, current_state, state_columns
+from odfproj.state.projections import current_state, state_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from odfproj.engine.columns import column, literal
 from odfproj.errors import OdfprojError
 from odfproj.odf.arrow_schema import decode_arrow_schema
 from odfproj.odf.data_schema import EVENT_TIME, Vocab
@@ -98,8 +99,6 @@ def read_changelog_frame(
     session: SparkSession, view: ChangelogView, schema: pa.Schema | None = None
 ) -> DataFrame:
     """The view's records as a DataFrame with ``schema`` (default: the view's), offsets up to the view's."""
-    from pyspark.sql import functions as F
-
     from odfproj.engine.types import spark_schema_from_arrow
 
     schema = schema if schema is not None else view.schema
@@ -109,9 +108,9 @@ def read_changelog_frame(
     if not view.data_paths or view.offset is None:
         return session.createDataFrame([], spark_schema)
     df = session.read.schema(spark_schema).parquet(*(str(p) for p in view.data_paths))
-    offset = F.col(f"`{Vocab.of(view.dataset.projection().set_vocab).offset}`")
-    df = df.where(offset <= F.lit(view.offset))
-    return df if view.after is None else df.where(offset > F.lit(view.after))
+    offset = column(Vocab.of(view.dataset.projection().set_vocab).offset)
+    df = df.where(offset <= literal(view.offset))
+    return df if view.after is None else df.where(offset > literal(view.after))
 
 
 def read_history(

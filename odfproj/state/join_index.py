@@ -37,9 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from odfproj.engine.columns import column
 from odfproj.engine.spark import is_spark_error
 from odfproj.odf.multiformats import Multihash
-from odfproj.state.projections import COUNT, column
+from odfproj.state.projections import COUNT
 from odfproj.state.stamped import read_stamped, write_stamped
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.fsutil import new_txid

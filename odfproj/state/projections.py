@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from odfproj.engine.columns import column, literal
 from odfproj.errors import OdfprojError
 from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_TIME, Op, Vocab
 
@@ -35,13 +36,6 @@ _RANK = "__odfproj_rank"
 #: The net count of a row in :func:`signed_counts` (a name no user column is expected to take).
 COUNT = "__odfproj_count"
 _COPY = "__odfproj_copy"
-
-
-def column(name: str) -> Column:
-    """A reference to the top-level column ``name``, quoted so dots and backticks in it stay literal."""
-    from pyspark.sql import functions as F
-
-    return F.col("`" + name.replace("`", "``") + "`")
 
 
 def renamed(frame: DataFrame, renames: Mapping[str, str]) -> DataFrame:
@@ -96,7 +90,7 @@ def signed_counts(history: DataFrame, columns: Sequence[str], factor: int = 1) -
     """``columns`` + the net count (:data:`COUNT`) of each distinct row of ``history``, times ``factor``."""
     from pyspark.sql import functions as F
 
-    sign = F.when(column(OP).isin(*ASSERTING_OPS), F.lit(factor)).otherwise(F.lit(-factor)).cast("long")
+    sign = F.when(column(OP).isin(*ASSERTING_OPS), literal(factor)).otherwise(literal(-factor)).cast("long")
     return history.groupBy(*[column(c) for c in columns]).agg(F.sum(sign).alias(COUNT))
 
 
@@ -104,7 +98,7 @@ def repeated(counted: DataFrame, columns: Sequence[str], count: Column) -> DataF
     """Every row of ``counted`` repeated ``count`` times (``count`` >= 1); ``op`` kept if present."""
     from pyspark.sql import functions as F
 
-    copies = counted.withColumn(_COPY, F.explode(F.array_repeat(F.lit(True), count.cast("int"))))
+    copies = counted.withColumn(_COPY, F.explode(F.array_repeat(literal(True), count.cast("int"))))
     return copies.select(*[column(c) for c in columns], *[c for c in copies.columns if c == OP])
 
 
@@ -146,7 +140,6 @@ __all__ = [
     "ASSERTING_OPS",
     "COUNT",
     "ChangelogError",
-    "column",
     "current_state",
     "multiset_state",
     "query_state",

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from odfproj.engine.columns import cast, column, literal
 from odfproj.engine.driver_slices import collect_small, driver_writable, write_driver_slice
 from odfproj.engine.errors import InvalidQueryError
 from odfproj.engine.slices import nullable, number_rows, write_slices
@@ -55,12 +56,6 @@ __all__ = [
     "output_schema",
     "write_changes",
 ]
-
-
-def _col(name: str) -> Column:
-    from pyspark.sql import functions as F
-
-    return F.col("`" + name.replace("`", "``") + "`")
 
 
 def check_result(result: DataFrame, where: str, vocab: Vocab | None = None) -> DataFrame:
@@ -100,7 +95,7 @@ def check_result(result: DataFrame, where: str, vocab: Vocab | None = None) -> D
     result = renamed(result, vocab.to_standard())
     data_type = result.schema[EVENT_TIME].dataType
     if isinstance(data_type, T.TimestampNTZType):
-        return result.withColumn(EVENT_TIME, _col(EVENT_TIME).cast("timestamp"))
+        return result.withColumn(EVENT_TIME, column(EVENT_TIME).cast("timestamp"))
     if not isinstance(data_type, T.TimestampType | T.DateType):
         raise InvalidQueryError(
             f"{where}: the query's {name!r} column is {data_type.simpleString()}, "
@@ -150,11 +145,11 @@ def compute_changes(
         own_history = renamed(own_history, vocab.to_standard())
     result = check_result(engine.query(states, transform), where, vocab)
     columns = [EVENT_TIME, *(c for c in result.columns if c != EVENT_TIME)]
-    result = result.select(*[_col(c) for c in columns])
+    result = result.select(*[column(c) for c in columns])
     if own_history is not None:
         own_columns = state_columns(own_history)
         problems = diff_columns(
-            arrow_schema_from_spark(own_history.select(*[_col(c) for c in own_columns]).schema),
+            arrow_schema_from_spark(own_history.select(*[column(c) for c in own_columns]).schema),
             arrow_schema_from_spark(result.schema),
         ).problems()
         if problems:
@@ -177,7 +172,7 @@ def _row_counts(result: DataFrame, columns: Sequence[str]) -> DataFrame:
     """``columns`` and how many times each distinct row occurs in ``result`` (:data:`COUNT`)."""
     from pyspark.sql import functions as F
 
-    return result.groupBy(*[_col(c) for c in columns]).agg(F.count(F.lit(1)).cast("long").alias(COUNT))
+    return result.groupBy(*[column(c) for c in columns]).agg(F.count(F.lit(1)).cast("long").alias(COUNT))
 
 
 def net_counts(added: DataFrame, withdrawn: DataFrame, columns: Sequence[str]) -> DataFrame:
@@ -196,21 +191,20 @@ def signed_net_counts(added: DataFrame, history: DataFrame, columns: Sequence[st
     asserting records (``+A``, ``+C``) counts -1 for its row, each withdrawing one (``-R``, ``-C``) +1."""
     from pyspark.sql import functions as F
 
-    sign = F.when(_col(OP).isin(*ASSERTING_OPS), F.lit(-1)).otherwise(F.lit(1)).cast("long")
-    old = history.select(*[_col(c) for c in columns], sign.alias(COUNT))
+    sign = F.when(column(OP).isin(*ASSERTING_OPS), literal(-1)).otherwise(literal(1)).cast("long")
+    old = history.select(*[column(c) for c in columns], sign.alias(COUNT))
     return _summed(_signed(added, columns, 1).unionByName(old), columns)
 
 
 def _signed(rows: DataFrame, columns: Sequence[str], sign: int) -> DataFrame:
-    from pyspark.sql import functions as F
 
-    return rows.select(*[_col(c) for c in columns], F.lit(sign).cast("long").alias(COUNT))
+    return rows.select(*[column(c) for c in columns], literal(sign).cast("long").alias(COUNT))
 
 
 def _summed(signed: DataFrame, columns: Sequence[str]) -> DataFrame:
     from pyspark.sql import functions as F
 
-    return signed.groupBy(*[_col(c) for c in columns]).agg(F.sum(_col(COUNT)).alias(COUNT))
+    return signed.groupBy(*[column(c) for c in columns]).agg(F.sum(column(COUNT)).alias(COUNT))
 
 
 def net_changes(counted: DataFrame, columns: Sequence[str]) -> DataFrame:
@@ -222,12 +216,12 @@ def net_changes(counted: DataFrame, columns: Sequence[str]) -> DataFrame:
     """
     from pyspark.sql import functions as F
 
-    changed_rows = counted.where(_col(COUNT) != 0).withColumn(
+    changed_rows = counted.where(column(COUNT) != 0).withColumn(
         OP,
-        F.when(_col(COUNT) > 0, F.lit(int(Op.APPEND))).otherwise(F.lit(int(Op.RETRACT))).cast("int"),
+        F.when(column(COUNT) > 0, literal(int(Op.APPEND))).otherwise(literal(int(Op.RETRACT))).cast("int"),
     )
-    changes = repeated(changed_rows, columns, F.abs(_col(COUNT)))
-    return changes.select(_col(OP), *[_col(c) for c in columns])
+    changes = repeated(changed_rows, columns, F.abs(column(COUNT)))
+    return changes.select(column(OP), *[column(c) for c in columns])
 
 
 def _sort_key(df: DataFrame, name: str) -> Column:
@@ -236,8 +230,8 @@ def _sort_key(df: DataFrame, name: str) -> Column:
 
     data_type = df.schema[name].dataType
     if isinstance(data_type, T.MapType):  # maps are not orderable: order by their JSON text
-        return F.to_json(_col(name)).asc_nulls_first()
-    return _col(name).asc_nulls_first()
+        return F.to_json(column(name)).asc_nulls_first()
+    return column(name).asc_nulls_first()
 
 
 def _utc_literal(moment: datetime) -> str:
@@ -317,8 +311,8 @@ def write_changes(
     vocab = vocab or Vocab()
     data_columns = [c for c in changes.columns if c not in SYSTEM_COLUMNS]
     order = [
-        _col(OP).desc(),
-        _col(EVENT_TIME).asc_nulls_first(),
+        column(OP).desc(),
+        column(EVENT_TIME).asc_nulls_first(),
         *(_sort_key(changes, c) for c in data_columns),
     ]
     ordered = changes.orderBy(*order)
@@ -326,10 +320,10 @@ def write_changes(
     def sources(offset: Column) -> dict[str, Column]:
         return {
             vocab.offset: offset,
-            vocab.op: _col(OP),
+            vocab.op: column(OP),
             vocab.system_time: F.lit(_utc_literal(system_time)).cast("timestamp"),
-            vocab.event_time: _col(EVENT_TIME),
-            **{c: _col(c) for c in data_columns},
+            vocab.event_time: column(EVENT_TIME),
+            **{c: column(c) for c in data_columns},
         }
 
     if collect_below > 0:
@@ -340,12 +334,12 @@ def write_changes(
     numbered = number_rows(ordered, _OFFSET, next_offset)
     if not numbered.count:
         return WrittenChanges(0, None)
-    stored = sources(_col(_OFFSET))
+    stored = sources(column(_OFFSET))
     spark_schema = numbered.frame.select(*(value.alias(name) for name, value in stored.items())).schema
     schema = output_schema(arrow_schema_from_spark(spark_schema, system_columns=False), declared, vocab)
     columns = []
     for f in schema:
-        value = stored[f.name].cast(spark_type_from_arrow(f.type))
+        value = cast(stored[f.name], spark_type_from_arrow(f.type))
         columns.append((nullable(value, numbered) if f.nullable else value).alias(f.name))
     folder = Path(path).parent
     folder.mkdir(parents=True, exist_ok=True)
@@ -373,15 +367,14 @@ def _write_through_driver(
     ``None`` for more changes than ``limit`` (after one top-k job) or a column the driver does not
     write exactly as Spark (:func:`odfproj.engine.driver_slices.driver_writable`; decided before any job).
     """
-    from pyspark.sql import functions as F
 
-    stored = sources(F.lit(next_offset).cast("long"))
+    stored = sources(literal(next_offset).cast("long"))
     spark_schema = ordered.select(*(value.alias(name) for name, value in stored.items())).schema
     schema = output_schema(arrow_schema_from_spark(spark_schema, system_columns=False), declared, vocab)
     if not driver_writable(schema):
         return None
     values = [
-        stored[f.name].cast(spark_type_from_arrow(f.type)).alias(f.name)
+        cast(stored[f.name], spark_type_from_arrow(f.type)).alias(f.name)
         for f in schema
         if f.name != vocab.offset
     ]

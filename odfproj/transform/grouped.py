@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from odfproj.engine.columns import column
 from odfproj.engine.errors import InvalidQueryError
 from odfproj.engine.spark import SparkEngine
 from odfproj.engine.types import arrow_schema_from_spark
@@ -50,7 +51,7 @@ from odfproj.odf.data_schema import Vocab
 from odfproj.odf.multiformats import Multihash
 from odfproj.odf.schema_diff import diff_columns
 from odfproj.state.group_state import FORMAT, load_group_state, save_group_state
-from odfproj.state.projections import COUNT, column, query_state, repeated
+from odfproj.state.projections import COUNT, query_state, repeated
 from odfproj.storage.dataset import Dataset
 from odfproj.transform.aggregation import (
     PREFIX,
