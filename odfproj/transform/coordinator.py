@@ -401,6 +401,7 @@ def _incremental_changes(
             where=where,
             vocab=vocab,
             sides=sides,
+            known=known,
         )
         return _Incremental(changes, "join" if changes is not None else "full", why_full, sides=sides)
     return _Incremental(None)

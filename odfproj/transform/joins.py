@@ -41,7 +41,7 @@ from odfproj.odf.data_schema import Vocab
 from odfproj.state.projections import query_state, signed_states
 from odfproj.transform.incremental import signed_changes
 from odfproj.transform.join_sides import JoinSides
-from odfproj.transform.modes import query_mode
+from odfproj.transform.modes import QueryMode, query_mode
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -117,6 +117,7 @@ def join_delta(
     transform: model.TransformSql,
     inputs: Sequence[JoinInput],
     sides: JoinSides | None = None,
+    known: QueryMode | None = None,
 ) -> JoinDelta:
     """The rows a ``join`` query's result gains and loses from its inputs' new records (the module's rule).
 
@@ -124,9 +125,14 @@ def join_delta(
     records is one the query is not linear in (the optional side of an outer join). ``sides``: the
     derivative's join index (:mod:`odfproj.transform.join_sides`), through which a term reads only the
     other inputs' rows its join keys meet; without it, their whole states. Lazy, but for the index's
-    small lookups (the buckets a term's keys fall in).
+    small lookups (the buckets a term's keys fall in). ``known``: the query's mode, classified by an
+    earlier update over inputs of the same schemas; without it the first term's plan is classified.
     """
     changed = [i for i, source in enumerate(inputs) if source.new_records is not None]
+    if known is not None:
+        refused = _refused(known, inputs, changed)
+        if refused is not None:  # decided before a term is built
+            return refused
     added: list[DataFrame] = []
     withdrawn: list[DataFrame] = []
     for term in changed:
@@ -135,19 +141,27 @@ def join_delta(
         plus, minus = signed_states(source.new_records, source.vocab)
         others = _other_states(inputs, term, changed, (plus, minus), sides)
         gained = engine.query({**others, source.alias: plus}, transform)
-        if not added:  # the first term's plan is the query's plan over these inputs: classify it
-            mode = query_mode(transform, gained)
-            if not mode.is_join:
-                return JoinDelta(None)
-            fixed = sorted(inputs[i].alias for i in changed if inputs[i].alias.lower() in mode.fixed_inputs)
-            if fixed:
-                why = f"input {', '.join(fixed)} on the optional side of an outer join has new records"
-                return JoinDelta(None, why)
+        if not added and known is None:  # the first term's plan is the query's plan: classify it
+            refused = _refused(query_mode(transform, gained), inputs, changed)
+            if refused is not None:
+                return refused
         added.append(gained)
         withdrawn.append(engine.query({**others, source.alias: minus}, transform))
     if not added:
         return JoinDelta(None)
     return JoinDelta(SignedRows(_union(added), _union(withdrawn)))
+
+
+def _refused(mode: QueryMode, inputs: Sequence[JoinInput], changed: Sequence[int]) -> JoinDelta | None:
+    """Why the join rule cannot take this update (``JoinDelta`` without rows), or ``None`` if it can."""
+    if not mode.is_join:
+        return JoinDelta(None)
+    fixed = sorted(inputs[i].alias for i in changed if inputs[i].alias.lower() in mode.fixed_inputs)
+    if fixed:
+        return JoinDelta(
+            None, f"input {', '.join(fixed)} on the optional side of an outer join has new records"
+        )
+    return None
 
 
 def _union(frames: list[DataFrame]) -> DataFrame:
@@ -168,11 +182,12 @@ def join_changes(
     where: str,
     vocab: Vocab | None = None,
     sides: JoinSides | None = None,
+    known: QueryMode | None = None,
 ) -> tuple[DataFrame | None, str | None]:
     """The records that bring a ``join`` derivative up to date (``op`` + stored columns), or ``None``
     and why the full path must run (``None`` too when another path decides: not a join query, or
-    output columns other than the stored ones)."""
-    delta = join_delta(engine, transform, inputs, sides)
+    output columns other than the stored ones). ``known``: as for :func:`join_delta`."""
+    delta = join_delta(engine, transform, inputs, sides, known)
     if delta.rows is None:
         return None, delta.why_full
     changes = signed_changes(
