@@ -433,7 +433,7 @@ class QueryScope:
     def close(self) -> None:
         for name in self._views:
             with suppress(Exception):  # the session is going away anyway
-                self.session.catalog.dropTempView(_quote_name(name))
+                self.session.catalog.dropTempView(name)  # a plain name here, not an identifier
         self._views.clear()
         if self._configured and self._ansi_changed:  # a session that outlives the scope
             self.session.conf.set(ANSI_KEY, self._sql_conf.get(ANSI_KEY, "true"))

@@ -94,6 +94,40 @@ def test_small_work_is_one_interpreted_child_session_for_this_thread_only(engine
         assert scope.session.conf.get(FACTORY_MODE) != "NO_CODEGEN"
 
 
+def test_a_small_query_registers_its_views_in_the_threads_own_session(engine, spark) -> None:
+    from odfproj.odf import model
+
+    query = model.TransformSql(engine="spark", query="SELECT v + 1 AS w FROM a")
+    seen: dict[str, object] = {}
+
+    def other_thread() -> None:
+        with engine.small_work():
+            seen["session"] = engine.session
+            with engine.scope() as scope:
+                scope.register("a", engine.session.range(2).selectExpr("id AS v"))
+                seen["views"] = [t.name for t in engine.session.catalog.listTables()]
+
+    with engine.small_work():
+        small = engine.session
+        frame = small.range(3).selectExpr("CAST(id AS INT) AS v")
+        with engine.scope() as scope:
+            assert scope.session is small  # no child session, no global view in between
+            scope.register("a", frame)
+            assert small.conf.get("spark.sql.ansi.enabled") == "true"
+            result = scope.run(query)  # a Spark-dialect query runs without ANSI ...
+            assert small.conf.get("spark.sql.ansi.enabled") == "false"
+            other = threading.Thread(target=other_thread)
+            other.start()
+            other.join()
+            with engine.scope() as nested:  # a scope opened inside another gets a child of its own
+                assert nested.session is not small
+        assert small.conf.get("spark.sql.ansi.enabled") == "true"  # ... and the session gets it back
+        assert [t.name for t in small.catalog.listTables()] == []  # the views went with the scope
+        assert sorted(r.w for r in result.collect()) == [1, 2, 3]  # the frame outlives its view
+    assert seen["session"] is not small
+    assert seen["views"] == ["a"]  # its own view only, beside ours of the same name
+
+
 ROOT = schema_with(
     ("k", pa.string()),
     ("v", pa.int64()),
