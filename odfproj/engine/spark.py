@@ -432,7 +432,7 @@ class QueryScope:
 
     def close(self) -> None:
         for name in self._views:
-            with suppress(Exception):  # the session is going away anyway
+            with suppress(Exception):  # best effort: the next scope replaces a view of the same name
                 self.session.catalog.dropTempView(name)  # a plain name here, not an identifier
         self._views.clear()
         if self._configured and self._ansi_changed:  # a session that outlives the scope
