@@ -7,8 +7,8 @@ classic session: a lookup of the ``functions`` class, a lookup of its method, th
 50-dataset re-run of bench_dag these lookups were more than a third of the 52,000 round trips, each
 paid by the Python side and by the JVM's py4j thread (bench/README.md, "Session 14").
 
-Here the method handles are looked up once per JVM and kept; a cast to an atomic type passes its SQL
-name. The columns are PySpark's own, the same expressions as ``functions.col``/``lit`` and
+Here the method handles are looked up once per JVM and kept, and so are the column references
+themselves (no round trip at all for a name seen before); a cast to an atomic type passes its SQL name. The columns are PySpark's own, the same expressions as ``functions.col``/``lit`` and
 ``Column.cast`` build. On Spark Connect (no JVM here) PySpark's functions are used as they are.
 """
 
@@ -28,16 +28,26 @@ __all__ = ["cast", "column", "literal"]
 _METHODS: dict[str, tuple[Any, Any]] = {}
 _LOCK = threading.Lock()
 
+#: Column references by name, each with the JVM view it was made in. A reference is an immutable
+#: expression, valid in any session of its JVM and in any thread, and the same few dozen names come back
+#: in every select, grouping and sort. At most ``_COLUMNS_KEPT``, forgotten all at once when full.
+_COLUMNS: dict[str, tuple[Any, Column]] = {}
+_COLUMNS_KEPT = 4096
 
-def _classic_function(name: str) -> Any | None:
-    """The JVM method ``functions.<name>`` of the active classic SparkContext, or ``None`` on Connect."""
+
+def _classic_jvm() -> Any | None:
+    """The JVM view of the active classic SparkContext, or ``None`` on Spark Connect (or without one)."""
     from pyspark import SparkContext
     from pyspark.sql.utils import is_remote
 
     context = SparkContext._active_spark_context
-    if is_remote() or context is None or context._jvm is None:
+    if is_remote() or context is None:
         return None
-    jvm = context._jvm
+    return context._jvm
+
+
+def _function(jvm: Any, name: str) -> Any:
+    """The JVM method ``functions.<name>``, looked up once per JVM view."""
     known = _METHODS.get(name)
     if known is not None and known[0] is jvm:
         return known[1]
@@ -50,26 +60,34 @@ def _classic_function(name: str) -> Any | None:
 def column(name: str) -> Column:
     """A reference to the top-level column ``name``, quoted so dots and backticks in it stay literal."""
     quoted = "`" + name.replace("`", "``") + "`"
-    method = _classic_function("col")
-    if method is None:
+    jvm = _classic_jvm()
+    if jvm is None:
         from pyspark.sql import functions as F
 
         return F.col(quoted)
+    known = _COLUMNS.get(name)
+    if known is not None and known[0] is jvm:
+        return known[1]
     from pyspark.sql.classic.column import Column
 
-    return Column(method(quoted))
+    made = Column(_function(jvm, "col")(quoted))
+    with _LOCK:
+        if len(_COLUMNS) >= _COLUMNS_KEPT:
+            _COLUMNS.clear()
+        _COLUMNS[name] = (jvm, made)
+    return made
 
 
 def literal(value: bool | int | float | str) -> Column:
     """The literal ``value`` (a Python scalar: Spark types it as ``functions.lit`` does)."""
-    method = _classic_function("lit")
-    if method is None or type(value) not in (bool, int, float, str):
+    jvm = _classic_jvm()
+    if jvm is None or type(value) not in (bool, int, float, str):
         from pyspark.sql import functions as F
 
         return F.lit(value)
     from pyspark.sql.classic.column import Column
 
-    return Column(method(value))
+    return Column(_function(jvm, "lit")(value))
 
 
 def cast(value: Column, data_type: DataType) -> Column:

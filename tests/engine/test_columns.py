@@ -61,18 +61,30 @@ def test_column_and_literal_are_pysparks_own_expressions(spark) -> None:
     assert str(literal(None)) == str(F.lit(None))  # not a scalar it passes itself: PySpark's lit
 
 
-def test_a_column_reference_is_one_round_trip(spark) -> None:
+def test_a_column_reference_costs_one_round_trip_and_none_again(spark) -> None:
     column("warm")  # the method handle is looked up once per JVM
-    assert _round_trips(lambda: column("a")) == 1
+    assert _round_trips(lambda: column("first time")) == 1
+    assert _round_trips(lambda: column("first time")) == 0  # kept
     assert _round_trips(lambda: literal(1)) == 1
     assert _round_trips(lambda: F.col("a")) >= 3  # what it saves
 
 
-def test_stale_method_handles_are_looked_up_again(spark) -> None:
-    column("a")
+def test_a_kept_reference_works_in_any_session(spark) -> None:
+    reference = column("v")
+    for session in (spark, spark.newSession()):
+        frame = session.range(3).selectExpr("id * 2 AS v")
+        assert [r.v for r in frame.select(column("v")).collect()] == [0, 2, 4]
+        assert column("v") is reference
+
+
+def test_stale_handles_and_references_are_made_again(spark) -> None:
+    kept = column("a")
     jvm, method = columns._METHODS["col"]
     columns._METHODS["col"] = (object(), method)  # as after a new SparkContext
-    assert str(column("b")) == str(F.col("`b`"))
+    columns._COLUMNS["a"] = (object(), kept)
+    fresh = column("a")
+    assert fresh is not kept
+    assert str(fresh) == str(F.col("`a`"))
     assert columns._METHODS["col"][0] is jvm
 
 
