@@ -61,11 +61,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from odfproj.engine.slices import Numbered, nullable, number_rows, write_slices
+from odfproj.engine.columns import cast
+from odfproj.engine.driver_slices import collect_small, driver_writable, write_driver_slice
+from odfproj.engine.slices import Numbered, WrittenSlice, nullable, number_rows, write_slices
 from odfproj.engine.spark import SMALL_WORK_RECORDS, SparkEngine, describe_spark_error, is_spark_error
 from odfproj.engine.types import arrow_schema_from_spark, spark_type_from_arrow
 from odfproj.errors import EngineError, OdfprojError
@@ -403,17 +405,26 @@ def commit_batch(
                 state=state,
             )
         final, new_schema = _fit_schema(_new_data_schema(records, vocab), projection.arrow_schema, where)
-        numbered = number_rows(
-            records, OFFSET, next_offset(projection), _batch_aggregates(records, final, vocab)
-        )
-        count = numbered.count
-        _check_not_null(numbered, final, vocab, where)
-        watermark = _new_watermark(projection.watermark, numbered, records)
+        first = next_offset(projection)
+        # Small work: the records come to the driver once and are written there (one Spark job, not three).
+        collected = _collected(records, final, vocab, stamp, engine) if engine.is_small_work else None
+        numbered: Numbered | None = None
+        if collected is not None:
+            count, per_partition = collected.num_rows, (_driver_aggregates(collected, final, vocab),)
+        else:
+            numbered = number_rows(records, OFFSET, first, _batch_aggregates(records, final, vocab))
+            count, per_partition = numbered.count, numbered.per_partition
+        _check_not_null(per_partition, final, where)
+        watermark = _new_watermark(projection.watermark, per_partition, records)
         prev_state = projection.source_states.get(source)
         if count == 0 and source_state in (None, prev_state) and watermark == projection.watermark:
             return None
-        out = _laid_out(numbered, final, vocab, stamp)
-        written = write_slices(numbered, out, work_dir, engine.rows_per_file, offset_column=vocab.offset)
+        if numbered is None:
+            assert collected is not None
+            written = _write_collected(collected, final, vocab, first, work_dir)
+        else:
+            out = _laid_out(numbered, final, vocab, stamp)
+            written = write_slices(numbered, out, work_dir, engine.rows_per_file, offset_column=vocab.offset)
     try:
         add_data = model.AddData(
             new_checkpoint=projection.last_checkpoint,
@@ -572,34 +583,45 @@ _LATEST = "latest"
 _NULLS = "nulls:"
 
 
-def _batch_aggregates(records: DataFrame, final: pa.Schema, vocab: Vocab) -> dict[str, Column]:
-    """The latest event time (epoch days for a date, milliseconds otherwise) and the nulls in NOT NULL columns."""
+def _event_time_value(records: DataFrame) -> Column:
+    """A record's event time as the watermark counts it: epoch days for a date, milliseconds otherwise."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     event_time = _col(EVENT_TIME)
     if isinstance(records.schema[EVENT_TIME].dataType, T.DateType):
-        latest = F.max(F.unix_date(event_time))
-    else:
-        latest = F.max(F.unix_millis(event_time.cast("timestamp")))
-    checks = {_LATEST: latest}
+        return F.unix_date(event_time)
+    return F.unix_millis(event_time.cast("timestamp"))
+
+
+def _checked_not_null(records: DataFrame, final: pa.Schema, vocab: Vocab) -> list[str]:
+    """The NOT NULL columns of ``final`` that the new records carry themselves (not system columns)."""
     system = {vocab.offset, vocab.op, vocab.system_time}
-    for f in final:
-        if not f.nullable and f.name not in system and f.name in records.columns:
-            checks[_NULLS + f.name] = F.sum(F.when(_col(f.name).isNull(), 1).otherwise(0))
+    return [f.name for f in final if not f.nullable and f.name not in system and f.name in records.columns]
+
+
+def _batch_aggregates(records: DataFrame, final: pa.Schema, vocab: Vocab) -> dict[str, Column]:
+    """The latest event time (epoch days for a date, milliseconds otherwise) and the nulls in NOT NULL columns."""
+    from pyspark.sql import functions as F
+
+    checks = {_LATEST: F.max(_event_time_value(records))}
+    for name in _checked_not_null(records, final, vocab):
+        checks[_NULLS + name] = F.sum(F.when(_col(name).isNull(), 1).otherwise(0))
     return checks
 
 
-def _check_not_null(numbered: Numbered, final: pa.Schema, vocab: Vocab, where: str) -> None:
+def _check_not_null(per_partition: Sequence[Mapping[str, Any]], final: pa.Schema, where: str) -> None:
     for f in final:
-        if any(row.get(_NULLS + f.name) for row in numbered.per_partition):
+        if any(row.get(_NULLS + f.name) for row in per_partition):
             raise IngestError(f"{where}: column {f.name!r} is NOT NULL but the new data has nulls in it")
 
 
-def _new_watermark(previous: datetime | None, numbered: Numbered, records: DataFrame) -> datetime | None:
+def _new_watermark(
+    previous: datetime | None, per_partition: Sequence[Mapping[str, Any]], records: DataFrame
+) -> datetime | None:
     from pyspark.sql import types as T
 
-    values = [row[_LATEST] for row in numbered.per_partition if row[_LATEST] is not None]
+    values = [row[_LATEST] for row in per_partition if row[_LATEST] is not None]
     if not values:
         return previous
     if isinstance(records.schema[EVENT_TIME].dataType, T.DateType):
@@ -611,25 +633,84 @@ def _new_watermark(previous: datetime | None, numbered: Numbered, records: DataF
 
 def _laid_out(numbered: Numbered, final: pa.Schema, vocab: Vocab, stamp: datetime) -> DataFrame:
     """The numbered records as the file stores them: ``final``'s columns, names and types, cast in Spark."""
+    columns = _stored_values(numbered.frame, final, vocab, stamp, _col(OFFSET))
+    return numbered.frame.select(
+        *[(nullable(value, numbered) if f.nullable else value).alias(f.name) for f, value in columns]
+    )
+
+
+def _stored_values(
+    records: DataFrame, final: pa.Schema, vocab: Vocab, stamp: datetime, offset: Column | None
+) -> list[tuple[pa.Field, Column]]:
+    """Each column of ``final`` with its value, cast in Spark; the offset's only if ``offset`` is given."""
     from pyspark.sql import functions as F
 
-    present = set(numbered.frame.columns)
+    present = set(records.columns)
     sources = {
-        vocab.offset: _col(OFFSET),
         vocab.op: _col(OP),
         vocab.system_time: F.lit(stamp.astimezone(UTC)),
         vocab.event_time: _col(EVENT_TIME),
     }
     columns = []
     for f in final:
+        if f.name == vocab.offset:
+            if offset is not None:
+                columns.append((f, cast(offset, spark_type_from_arrow(f.type))))
+            continue
         value = sources.get(f.name)
         if value is None:
             value = _col(f.name) if f.name in present else F.lit(None)
-        value = value.cast(spark_type_from_arrow(f.type))
-        if f.nullable:
-            value = nullable(value, numbered)
-        columns.append(value.alias(f.name))
-    return numbered.frame.select(*columns)
+        columns.append((f, cast(value, spark_type_from_arrow(f.type))))
+    return columns
+
+
+def _collected(
+    records: DataFrame, final: pa.Schema, vocab: Vocab, stamp: datetime, engine: SparkEngine
+) -> pa.Table | None:
+    """The records as the file stores them (but the offset), in offset order, collected to the driver,
+    with each one's event time as the watermark counts it (``_LATEST``): one Spark job.
+
+    ``None`` when the Spark writer must do it: a column the driver does not write exactly as Spark
+    (:func:`odfproj.engine.driver_slices.driver_writable`), more than ``SMALL_WORK_RECORDS`` records
+    (found by the same job), or more than one file's worth of them.
+    """
+    if not driver_writable(final):
+        return None
+    limit = min(SMALL_WORK_RECORDS, engine.rows_per_file) if engine.rows_per_file > 0 else SMALL_WORK_RECORDS
+    values = _stored_values(records, final, vocab, stamp, None)
+    checked = _checked_not_null(records, final, vocab)
+    return collect_small(
+        records.select(
+            *[value.alias(f.name) for f, value in values],
+            _event_time_value(records).alias(_LATEST),
+            *[_col(name).isNull().alias(_NULLS + name) for name in checked],
+        ),
+        limit,
+    )
+
+
+def _driver_aggregates(collected: pa.Table, final: pa.Schema, vocab: Vocab) -> dict[str, Any]:
+    """What :func:`_batch_aggregates` computes in Spark, from the collected records."""
+    import pyarrow.compute as pc
+
+    aggregates: dict[str, Any] = {_LATEST: pc.max(collected.column(_LATEST)).as_py()}
+    for name in collected.column_names:
+        if name.startswith(_NULLS):
+            aggregates[name] = int(pc.sum(collected.column(name).cast(pa.int64())).as_py() or 0)
+    return aggregates
+
+
+def _write_collected(
+    collected: pa.Table, final: pa.Schema, vocab: Vocab, first: int, work_dir: Path
+) -> list[WrittenSlice]:
+    """The collected records as one data file numbered from ``first`` (none for no records)."""
+    if collected.num_rows == 0:
+        return []
+    folder = Path(tempfile.mkdtemp(prefix="slices-", dir=work_dir))
+    path = folder / "slice-000000.parquet"
+    stored = collected.select([f.name for f in final if f.name != vocab.offset])
+    count = write_driver_slice(stored, final, vocab.offset, first, path)
+    return [WrittenSlice(path, first, count)]
 
 
 # --- helpers -------------------------------------------------------------------------------------

@@ -1,0 +1,157 @@
+"""A small ingest's records go through the driver (one Spark job): the same blocks as Spark's writer.
+
+The driver path (``ingest.pipeline._collected``) must write the records the Spark path writes: same
+offsets, values, Arrow types and logical hashes, same watermarks and the same refusals, for every merge
+strategy. Each case ingests the same files into two workspaces, one with the driver path switched off.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from odfproj.engine.spark import SparkEngine
+from odfproj.ingest import pipeline
+from odfproj.ingest.errors import IngestError
+from odfproj.ingest.pipeline import ingest_polling
+from odfproj.odf import model
+from odfproj.odf.arrow_schema import encode_arrow_schema
+from odfproj.storage.dataset import Dataset
+from odfproj.storage.verify import verify_dataset
+from odfproj.storage.workspace import Workspace
+from tests.spark_helpers import RecordingHolder
+from tests.transform.helpers import COMMON_FIELDS
+
+pytestmark = pytest.mark.spark
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+SCHEMA = (
+    "event_time TIMESTAMP",
+    "id BIGINT",
+    "name STRING",
+    "value DOUBLE",
+    "price DECIMAL(9,2)",
+    "day DATE",
+    "flag BOOLEAN",
+    "n INT",
+)
+FILES = {
+    "part-1.csv": (
+        "event_time,id,name,value,price,day,flag,n\n"
+        "2026-01-02T10:00:00.123456Z,1,one,1.5,10.25,2026-01-02,true,1\n"
+        "2026-01-01T09:00:00Z,2,,-0.0,0.10,2026-01-01,false,\n"
+        "2026-01-01T09:00:00Z,3,three,NaN,,2025-12-31,,3\n"
+    ),
+    "part-2.csv": (
+        "event_time,id,name,value,price,day,flag,n\n"
+        "2026-01-03T00:00:00Z,1,ONE,1.5,10.25,2026-01-03,true,1\n"
+        "2026-01-03T00:00:00Z,4,four,4.0,4.40,2026-01-03,false,4\n"
+    ),
+}
+MERGES = {
+    "append": model.MergeStrategyAppend(),
+    "ledger": model.MergeStrategyLedger(primary_key=("id",)),
+    "snapshot": model.MergeStrategySnapshot(primary_key=("id",)),
+}
+
+
+def _ingest_all(
+    spark, tmp_path: Path, merge: model.MergeStrategy, *, driver: bool, text=FILES, schema=None
+) -> Dataset:
+    project = tmp_path / ("driver" if driver else "spark")
+    (project / "data").mkdir(parents=True)
+    for name, content in text.items():
+        (project / "data" / name).write_text(content)
+    ws = Workspace(project / ".odf")
+    source = model.SetPollingSource(
+        fetch=model.FetchStepFilesGlob(path="data/part-*.csv"),
+        read=model.ReadStepCsv(header=True, schema=SCHEMA),
+        merge=merge,
+    )
+    declared = [] if schema is None else [model.SetDataSchema(schema=encode_arrow_schema(schema))]
+    dataset = ws.create("r", model.DatasetKind.Root, events=[*declared, source], system_time=T0)
+    engine = SparkEngine(RecordingHolder(spark))  # type: ignore[arg-type]
+    ingest_polling(dataset, engine, project_root=project, system_time=T0.replace(hour=1))
+    return dataset
+
+
+def _added(dataset: Dataset) -> list[model.AddData]:
+    return [b.event for _, b in dataset.iter_blocks() if isinstance(b.event, model.AddData)][::-1]
+
+
+@pytest.fixture
+def driver_calls(monkeypatch) -> list[bool]:
+    """Each commit's choice: True when the driver path wrote (or found nothing to write)."""
+    calls: list[bool] = []
+    original = pipeline._collected
+
+    def spy(*args, **kwargs):
+        table = original(*args, **kwargs)
+        calls.append(table is not None)
+        return table
+
+    monkeypatch.setattr(pipeline, "_collected", spy)
+    return calls
+
+
+@pytest.mark.parametrize("merge", list(MERGES), ids=list(MERGES))
+def test_the_driver_writes_the_blocks_the_spark_writer_writes(
+    spark, tmp_path, monkeypatch, driver_calls, merge
+) -> None:
+    by_driver = _ingest_all(spark, tmp_path, MERGES[merge], driver=True)
+    assert driver_calls and all(driver_calls)  # every commit took the driver path
+    monkeypatch.setattr(pipeline, "_collected", lambda *args, **kwargs: None)
+    by_spark = _ingest_all(spark, tmp_path, MERGES[merge], driver=False)
+
+    ours, theirs = _added(by_driver), _added(by_spark)
+    assert len(ours) == len(theirs) == 2
+    for a, b in zip(ours, theirs, strict=True):
+        assert (a.new_data is None) == (b.new_data is None)
+        assert a.new_watermark == b.new_watermark
+        if a.new_data is None:
+            continue
+        assert a.new_data.offset_interval == b.new_data.offset_interval
+        assert a.new_data.logical_hash == b.new_data.logical_hash
+        mine = pq.read_table(by_driver.layout.data_path(a.new_data.physical_hash))
+        spark_file = pq.read_table(by_spark.layout.data_path(b.new_data.physical_hash))
+        assert mine.schema == spark_file.schema
+        assert mine.to_pylist() == spark_file.to_pylist() or _same_with_nans(mine, spark_file)
+    assert by_driver.projection().arrow_schema == by_spark.projection().arrow_schema
+    assert verify_dataset(by_driver) == []
+
+
+def _same_with_nans(a, b) -> bool:
+    """Row equality where NaN equals NaN (Python's == says it does not)."""
+    import math
+
+    def key(row: dict) -> tuple:
+        return tuple("NaN" if isinstance(v, float) and math.isnan(v) else v for v in row.values())
+
+    return [key(r) for r in a.to_pylist()] == [key(r) for r in b.to_pylist()]
+
+
+def test_a_null_in_a_not_null_column_is_refused_as_by_spark(spark, tmp_path, monkeypatch) -> None:
+    text = {"part-1.csv": "event_time,id,name,value,price,day,flag,n\n2026-01-01T00:00:00Z,1,,1,1,,true,1\n"}
+    declared = pa.schema([*COMMON_FIELDS, pa.field("id", pa.int64()), pa.field("name", pa.string(), False)])
+    merge = MERGES["append"]
+    with pytest.raises(IngestError, match="column 'name' is NOT NULL") as by_driver:
+        _ingest_all(spark, tmp_path, merge, driver=True, text=text, schema=declared)
+    monkeypatch.setattr(pipeline, "_collected", lambda *args, **kwargs: None)
+    with pytest.raises(IngestError, match="column 'name' is NOT NULL") as by_spark:
+        _ingest_all(spark, tmp_path, merge, driver=False, text=text, schema=declared)
+    assert str(by_driver.value) == str(by_spark.value)
+
+
+def test_more_records_than_a_file_holds_go_to_the_spark_writer(
+    spark, tmp_path, monkeypatch, driver_calls
+) -> None:
+    monkeypatch.setattr(SparkEngine, "rows_per_file", property(lambda self: 2))
+    dataset = _ingest_all(spark, tmp_path, MERGES["append"], driver=True)
+    assert driver_calls[0] is False  # 3 records, 2 per file: the Spark writer cuts them
+    cut = [(a.new_data.offset_interval.start, a.new_data.offset_interval.end) for a in _added(dataset)]
+    assert cut[:2] == [(0, 1), (2, 2)]
+    assert verify_dataset(dataset) == []
