@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from odfproj.engine.columns import column, literal
 from odfproj.errors import OdfprojError
 from odfproj.odf.arrow_schema import decode_arrow_schema
-from odfproj.odf.data_schema import EVENT_TIME, Vocab
+from odfproj.odf.data_schema import EVENT_TIME, Op, Vocab
 from odfproj.odf.multiformats import Multihash
 from odfproj.state.dataset_index import open_state_index
 from odfproj.state.errors import DataReadError
@@ -44,6 +44,7 @@ __all__ = [
     "advance_state_index",
     "changelog_as_of",
     "changelog_between",
+    "only_appends",
     "read_changelog_frame",
     "read_current_state",
     "read_history",
@@ -93,6 +94,30 @@ def changelog_between(
     schema = decode_arrow_schema(data.schema) if data.schema is not None else None
     paths = tuple(s.path for s in data.up_to(offset) if after is None or s.end > after)
     return ChangelogView(dataset, block_hash, offset, schema, paths, data.watermark, after)
+
+
+def only_appends(view: ChangelogView) -> bool:
+    """Whether every record in the view's files is an append (``+A``), judged from the files' footers.
+
+    The ``op`` column's statistics say it without reading a record: a maximum of ``+A`` (0) in every
+    row group means that nothing in the file withdraws a row (``-R``, ``-C``), so neither do the
+    view's records. Any doubt (no statistics, an unreadable footer) says no.
+    """
+    op = Vocab.of(view.dataset.projection().set_vocab).op
+    for path in view.data_paths:
+        try:
+            metadata = pq.read_metadata(path)
+        except (OSError, pa.ArrowException):
+            return False
+        for g in range(metadata.num_row_groups):
+            group = metadata.row_group(g)
+            if group.num_rows == 0:
+                continue
+            chunks = [group.column(i) for i in range(group.num_columns)]
+            stats = next((c.statistics for c in chunks if c.path_in_schema == op), None)
+            if stats is None or not stats.has_min_max or stats.max != int(Op.APPEND):
+                return False
+    return True
 
 
 def read_changelog_frame(

@@ -118,7 +118,7 @@ def query_state(history: DataFrame, vocab: Vocab) -> DataFrame:
     return renamed(state, {EVENT_TIME: vocab.event_time})
 
 
-def signed_states(history: DataFrame, vocab: Vocab) -> tuple[DataFrame, DataFrame]:
+def signed_states(history: DataFrame, vocab: Vocab, *, withdraws: bool = True) -> tuple[DataFrame, DataFrame]:
     """What a stateless query sees of an input's new records: the rows they add and the rows they withdraw.
 
     ``history`` is a slice of the input's changelog (its files' column names, ``vocab``). Each row's
@@ -126,14 +126,20 @@ def signed_states(history: DataFrame, vocab: Vocab) -> tuple[DataFrame, DataFram
     :func:`signed_counts` grouping as :func:`query_state`, so values reach the query normalised exactly
     as the full state's do (Spark's grouping turns ``-0.0`` into ``0.0``). Both parts are multisets with
     the event time under the input's own vocabulary, like :func:`query_state`.
+
+    ``withdraws=False`` says the slice holds appends only (:func:`odfproj.state.frames.only_appends`):
+    the withdrawn part is then an empty frame Spark knows to be empty (``limit(0)``), and its optimiser
+    drops every branch of a plan that reads it.
     """
     standard = renamed(history, vocab.to_standard())
     columns = state_columns(standard)
     counted = signed_counts(standard, columns)
-    added = repeated(counted.where(column(COUNT) > 0), columns, column(COUNT))
-    withdrawn = repeated(counted.where(column(COUNT) < 0), columns, -column(COUNT))
     back = {EVENT_TIME: vocab.event_time}
-    return renamed(added, back), renamed(withdrawn, back)
+    added = renamed(repeated(counted.where(column(COUNT) > 0), columns, column(COUNT)), back)
+    if not withdraws:
+        return added, added.limit(0)
+    withdrawn = repeated(counted.where(column(COUNT) < 0), columns, -column(COUNT))
+    return added, renamed(withdrawn, back)
 
 
 __all__ = [

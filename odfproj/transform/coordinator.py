@@ -38,7 +38,13 @@ from odfproj.odf import model
 from odfproj.odf.data_schema import Vocab
 from odfproj.odf.multiformats import Multihash
 from odfproj.odf.timestamps import to_utc
-from odfproj.state.frames import changelog_as_of, changelog_between, read_changelog_frame
+from odfproj.state.frames import (
+    ChangelogView,
+    changelog_as_of,
+    changelog_between,
+    only_appends,
+    read_changelog_frame,
+)
 from odfproj.storage.data_commit import commit_data, next_offset
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.projection import ChainProjection, InputPosition
@@ -358,7 +364,7 @@ def _incremental_changes(
     if known is not None and not (known.is_stateless or known.mode is Mode.GROUPED):
         classified, signed, added = known, None, None
     else:
-        signed = signed_inputs(_new_records(engine, slices), input_vocabs)
+        signed = signed_inputs(_new_records(engine, slices), input_vocabs, _appending_only(slices))
         added = engine.query(signed.added, transform)
         classified = known
         if classified is None:
@@ -440,12 +446,21 @@ def _new_records(engine: SparkEngine, slices: list[InputSlice]) -> dict[str, Dat
     return {s.alias: _slice_records(engine, s) for s in slices}
 
 
-def _slice_records(engine: SparkEngine, s: InputSlice) -> DataFrame:
-    """One input's records after the consumed offset (an empty frame when it has none)."""
-    view = changelog_between(
+def _slice_view(s: InputSlice) -> ChangelogView:
+    """One input's records after the consumed offset, as files to read."""
+    return changelog_between(
         s.dataset, s.projection.head, s.query_input.prev_offset, s.projection.last_offset
     )
-    return read_changelog_frame(engine.session, view)
+
+
+def _slice_records(engine: SparkEngine, s: InputSlice) -> DataFrame:
+    """One input's records after the consumed offset (an empty frame when it has none)."""
+    return read_changelog_frame(engine.session, _slice_view(s))
+
+
+def _appending_only(slices: list[InputSlice]) -> set[str]:
+    """The inputs whose new records are all appends (their files' footers say so; nothing is read)."""
+    return {s.alias for s in slices if only_appends(_slice_view(s))}
 
 
 def _consumed(engine: SparkEngine, slices: list[InputSlice]) -> dict[str, DataFrame]:
@@ -493,6 +508,7 @@ def _join_inputs(engine: SparkEngine, slices: list[InputSlice]) -> list[JoinInpu
     def as_of(s: InputSlice, offset: int | None) -> Callable[[], DataFrame]:
         return lambda: _changelog_to(engine, s, offset)
 
+    appending = _appending_only(slices)
     return [
         JoinInput(
             s.alias,
@@ -500,6 +516,7 @@ def _join_inputs(engine: SparkEngine, slices: list[InputSlice]) -> list[JoinInpu
             _slice_records(engine, s) if s.has_new_records else None,
             before=as_of(s, s.query_input.prev_offset),
             after=as_of(s, s.projection.last_offset),
+            withdraws=s.alias not in appending,
         )
         for s in slices
     ]

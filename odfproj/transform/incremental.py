@@ -17,7 +17,7 @@ whose output columns are not exactly the stored ones (Schema Evolution re-append
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -60,17 +60,26 @@ class SignedInputs:
 
     added: Mapping[str, DataFrame]
     withdrawn: Mapping[str, DataFrame]
+    #: Whether any input's new records may withdraw rows; ``False``: every ``withdrawn`` frame is empty.
+    withdraws: bool = True
 
 
-def signed_inputs(new_records: Mapping[str, DataFrame], input_vocabs: Mapping[str, Vocab]) -> SignedInputs:
+def signed_inputs(
+    new_records: Mapping[str, DataFrame],
+    input_vocabs: Mapping[str, Vocab],
+    appends_only: Collection[str] = (),
+) -> SignedInputs:
     """``new_records`` (each input's records after the consumed offset, its files' column names) split
-    into the rows they add and withdraw, each input under its own vocabulary."""
+    into the rows they add and withdraw, each input under its own vocabulary; the inputs named in
+    ``appends_only`` withdraw nothing (:func:`odfproj.state.frames.only_appends`)."""
     signed = {
-        alias: signed_states(frame, input_vocabs.get(alias, Vocab())) for alias, frame in new_records.items()
+        alias: signed_states(frame, input_vocabs.get(alias, Vocab()), withdraws=alias not in appends_only)
+        for alias, frame in new_records.items()
     }
     return SignedInputs(
         {alias: parts[0] for alias, parts in signed.items()},
         {alias: parts[1] for alias, parts in signed.items()},
+        withdraws=any(alias not in appends_only for alias in new_records),
     )
 
 
@@ -91,7 +100,8 @@ def stateless_changes(
     ``op`` and the stored columns (standard names), like
     :func:`odfproj.transform.execute.compute_changes`, or ``None`` when the full path must be taken.
     """
-    withdrawn = engine.query(inputs.withdrawn, transform)
+    # Q(empty inputs) is empty for a stateless query: no second query when nothing is withdrawn.
+    withdrawn = engine.query(inputs.withdrawn, transform) if inputs.withdraws else added.limit(0)
     return signed_changes(added, withdrawn, declared, where=where, vocab=vocab or Vocab())
 
 

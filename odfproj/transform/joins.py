@@ -64,6 +64,8 @@ class JoinInput:
     new_records: DataFrame | None
     before: Callable[[], DataFrame]
     after: Callable[[], DataFrame]
+    #: Whether the new records may withdraw rows (``False``: appends only, its terms withdraw nothing).
+    withdraws: bool = True
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,7 @@ def join_delta(
     for term in changed:
         source = inputs[term]
         assert source.new_records is not None
-        plus, minus = signed_states(source.new_records, source.vocab)
+        plus, minus = signed_states(source.new_records, source.vocab, withdraws=source.withdraws)
         others = _other_states(inputs, term, changed, (plus, minus), sides)
         gained = engine.query({**others, source.alias: plus}, transform)
         if not added and known is None:  # the first term's plan is the query's plan: classify it
@@ -146,10 +148,12 @@ def join_delta(
             if refused is not None:
                 return refused
         added.append(gained)
-        withdrawn.append(engine.query({**others, source.alias: minus}, transform))
+        if source.withdraws:  # a term over no withdrawn rows is empty (linear in its input)
+            withdrawn.append(engine.query({**others, source.alias: minus}, transform))
     if not added:
         return JoinDelta(None)
-    return JoinDelta(SignedRows(_union(added), _union(withdrawn)))
+    gained_rows = _union(added)
+    return JoinDelta(SignedRows(gained_rows, _union(withdrawn) if withdrawn else gained_rows.limit(0)))
 
 
 def _refused(mode: QueryMode, inputs: Sequence[JoinInput], changed: Sequence[int]) -> JoinDelta | None:
