@@ -12,7 +12,8 @@ and written with pyarrow. The file must be the one the Spark writer gives, to th
 columns, Arrow types and values. Spark's Parquet writer stores instants as ``TIMESTAMP_MILLIS`` (the
 session's setting), flooring the microseconds; pyarrow's cast truncates toward zero, so instants are
 floored here explicitly. Only flat columns of the types in :func:`driver_writable` are written this way;
-anything else (nested types, zone-less timestamps) keeps the Spark writer. ``tests/engine/test_driver_slices.py``
+anything else (nested types, zone-less timestamps) keeps the Spark writer, and so does a codec pyarrow does
+not write (:func:`driver_codec`). ``tests/transform/test_write_changes.py``
 compares both writers on every type.
 """
 
@@ -28,7 +29,7 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["collect_small", "driver_writable", "write_driver_slice"]
+__all__ = ["CODEC_KEY", "collect_small", "driver_codec", "driver_writable", "write_driver_slice"]
 
 _MICROS = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": None}
 
@@ -45,6 +46,27 @@ def _flat_supported(t: pa.DataType) -> bool:
         or pa.types.is_binary(t)
         or pa.types.is_date32(t)
     )
+
+
+#: Spark's Parquet codecs (``spark.sql.parquet.compression.codec``) by the names pyarrow writes them
+#: under; the others (``lzo``, Hadoop's ``lz4``) only Spark's writer writes.
+_CODECS = {
+    "none": "NONE",
+    "uncompressed": "NONE",
+    "snappy": "SNAPPY",
+    "gzip": "GZIP",
+    "brotli": "BROTLI",
+    "zstd": "ZSTD",
+    "lz4_raw": "LZ4",
+}
+CODEC_KEY = "spark.sql.parquet.compression.codec"
+
+
+def driver_codec(frame: DataFrame) -> str | None:
+    """The Parquet codec Spark's writer would use for ``frame`` (its session's setting) as pyarrow names
+    it, or ``None`` when only Spark writes it: a target's codec holds whichever writer writes the file."""
+    codec = frame.sparkSession.conf.get(CODEC_KEY, "snappy")
+    return _CODECS.get(str(codec).strip().lower())
 
 
 def driver_writable(schema: pa.Schema) -> bool:
@@ -78,10 +100,13 @@ def _conformed(values: pa.ChunkedArray, field: pa.Field) -> pa.Array | pa.Chunke
     return values.cast(field.type)
 
 
-def write_driver_slice(table: pa.Table, schema: pa.Schema, offset_column: str, first: int, path: Path) -> int:
+def write_driver_slice(
+    table: pa.Table, schema: pa.Schema, offset_column: str, first: int, path: Path, codec: str = "SNAPPY"
+) -> int:
     """Write ``table`` (every column of ``schema`` but the offset, in Spark's types) numbered from ``first``.
 
-    The file gets exactly ``schema`` (names, order, types, nullability); returns the record count.
+    The file gets exactly ``schema`` (names, order, types, nullability), compressed with ``codec`` (from
+    :func:`driver_codec`); returns the record count.
     """
     count = table.num_rows
     columns = [
@@ -91,5 +116,5 @@ def write_driver_slice(table: pa.Table, schema: pa.Schema, offset_column: str, f
         for f in schema
     ]
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_arrays(columns, schema=schema), str(path))
+    pq.write_table(pa.Table.from_arrays(columns, schema=schema), str(path), compression=codec)
     return count

@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from odfproj.engine.columns import cast
-from odfproj.engine.driver_slices import collect_small, driver_writable, write_driver_slice
+from odfproj.engine.driver_slices import collect_small, driver_codec, driver_writable, write_driver_slice
 from odfproj.engine.slices import Numbered, WrittenSlice, nullable, number_rows, write_slices
 from odfproj.engine.spark import SMALL_WORK_RECORDS, SparkEngine, describe_spark_error, is_spark_error
 from odfproj.engine.types import arrow_schema_from_spark, spark_type_from_arrow
@@ -407,7 +407,8 @@ def commit_batch(
         final, new_schema = _fit_schema(_new_data_schema(records, vocab), projection.arrow_schema, where)
         first = next_offset(projection)
         # Small work: the records come to the driver once and are written there (one Spark job, not three).
-        collected = _collected(records, final, vocab, stamp, engine) if engine.is_small_work else None
+        codec = driver_codec(records) if engine.is_small_work else None  # None: only Spark writes it
+        collected = _collected(records, final, vocab, stamp, engine) if codec is not None else None
         numbered: Numbered | None = None
         if collected is not None:
             count, per_partition = collected.num_rows, (_driver_aggregates(collected, final, vocab),)
@@ -421,7 +422,8 @@ def commit_batch(
             return None
         if numbered is None:
             assert collected is not None
-            written = _write_collected(collected, final, vocab, first, work_dir)
+            assert codec is not None
+            written = _write_collected(collected, final, vocab, first, work_dir, codec)
         else:
             out = _laid_out(numbered, final, vocab, stamp)
             written = write_slices(numbered, out, work_dir, engine.rows_per_file, offset_column=vocab.offset)
@@ -701,7 +703,7 @@ def _driver_aggregates(collected: pa.Table, final: pa.Schema, vocab: Vocab) -> d
 
 
 def _write_collected(
-    collected: pa.Table, final: pa.Schema, vocab: Vocab, first: int, work_dir: Path
+    collected: pa.Table, final: pa.Schema, vocab: Vocab, first: int, work_dir: Path, codec: str
 ) -> list[WrittenSlice]:
     """The collected records as one data file numbered from ``first`` (none for no records)."""
     if collected.num_rows == 0:
@@ -709,7 +711,7 @@ def _write_collected(
     folder = Path(tempfile.mkdtemp(prefix="slices-", dir=work_dir))
     path = folder / "slice-000000.parquet"
     stored = collected.select([f.name for f in final if f.name != vocab.offset])
-    count = write_driver_slice(stored, final, vocab.offset, first, path)
+    count = write_driver_slice(stored, final, vocab.offset, first, path, codec)
     return [WrittenSlice(path, first, count)]
 
 

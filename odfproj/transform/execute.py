@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from odfproj.engine.columns import cast, column, literal
-from odfproj.engine.driver_slices import collect_small, driver_writable, write_driver_slice
+from odfproj.engine.driver_slices import collect_small, driver_codec, driver_writable, write_driver_slice
 from odfproj.engine.errors import InvalidQueryError
 from odfproj.engine.slices import nullable, number_rows, write_slices
 from odfproj.engine.spark import SparkEngine
@@ -371,7 +371,8 @@ def _write_through_driver(
     stored = sources(literal(next_offset).cast("long"))
     spark_schema = ordered.select(*(value.alias(name) for name, value in stored.items())).schema
     schema = output_schema(arrow_schema_from_spark(spark_schema, system_columns=False), declared, vocab)
-    if not driver_writable(schema):
+    codec = driver_codec(ordered)
+    if codec is None or not driver_writable(schema):
         return None
     values = [
         cast(stored[f.name], spark_type_from_arrow(f.type)).alias(f.name)
@@ -383,4 +384,4 @@ def _write_through_driver(
         return None
     if table.num_rows == 0:
         return WrittenChanges(0, None)
-    return WrittenChanges(write_driver_slice(table, schema, vocab.offset, next_offset, path), schema)
+    return WrittenChanges(write_driver_slice(table, schema, vocab.offset, next_offset, path, codec), schema)

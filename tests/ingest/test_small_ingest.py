@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from odfproj.engine.driver_slices import CODEC_KEY, driver_codec
 from odfproj.engine.spark import SparkEngine
 from odfproj.ingest import pipeline
 from odfproj.ingest.errors import IngestError
@@ -155,3 +156,14 @@ def test_more_records_than_a_file_holds_go_to_the_spark_writer(
     cut = [(a.new_data.offset_interval.start, a.new_data.offset_interval.end) for a in _added(dataset)]
     assert cut[:2] == [(0, 1), (2, 2)]
     assert verify_dataset(dataset) == []
+
+
+def test_the_driver_writes_with_the_targets_codec_or_leaves_the_file_to_spark(spark) -> None:
+    session = spark.newSession()
+    frame = session.range(1)
+    assert driver_codec(frame) == "SNAPPY"  # Spark's default, and pyarrow's
+    for spark_name, pyarrow_name in (("gzip", "GZIP"), ("ZSTD", "ZSTD"), ("uncompressed", "NONE")):
+        session.conf.set(CODEC_KEY, spark_name)
+        assert driver_codec(frame) == pyarrow_name
+    session.conf.set(CODEC_KEY, "lz4")  # Hadoop's LZ4 framing: pyarrow does not write it
+    assert driver_codec(frame) is None
