@@ -65,7 +65,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from odfproj.engine.columns import cast
+from odfproj.engine.columns import cast, column
 from odfproj.engine.driver_slices import collect_small, driver_codec, driver_writable, write_driver_slice
 from odfproj.engine.slices import Numbered, WrittenSlice, nullable, number_rows, write_slices
 from odfproj.engine.spark import SMALL_WORK_RECORDS, SparkEngine, describe_spark_error, is_spark_error
@@ -394,7 +394,7 @@ def commit_batch(
             # Every row has the same event time, so Append's stable sort by event time keeps the
             # batch's own order: skip the single-partition sort (same rows, same offsets).
             records = batch.select(
-                F.lit(int(Op.APPEND)).cast("int").alias(OP), *(_col(c) for c in batch.columns)
+                F.lit(int(Op.APPEND)).cast("int").alias(OP), *(column(c) for c in batch.columns)
             )
         else:
             records = merge(
@@ -421,8 +421,7 @@ def commit_batch(
         if count == 0 and source_state in (None, prev_state) and watermark == projection.watermark:
             return None
         if numbered is None:
-            assert collected is not None
-            assert codec is not None
+            assert collected is not None and codec is not None
             written = _write_collected(collected, final, vocab, first, work_dir, codec)
         else:
             out = _laid_out(numbered, final, vocab, stamp)
@@ -484,17 +483,17 @@ def with_event_time(batch: DataFrame, vocab: Vocab, fallback: datetime) -> tuple
             )
         from_data = True
         if isinstance(data_type, T.DateType):
-            value = _col(name).alias(EVENT_TIME)
+            value = column(name).alias(EVENT_TIME)
         else:
-            value = F.date_trunc("millisecond", _col(name).cast("timestamp")).alias(EVENT_TIME)
+            value = F.date_trunc("millisecond", column(name).cast("timestamp")).alias(EVENT_TIME)
     else:
         value = F.lit(fallback.astimezone(UTC).replace(tzinfo=None)).cast("timestamp")
         value = F.date_trunc("millisecond", value).alias(EVENT_TIME)
         from_data = False
     if name in batch.columns:
-        columns = [value if c == name else _col(c) for c in batch.columns]
+        columns = [value if c == name else column(c) for c in batch.columns]
     else:
-        columns = [value, *(_col(c) for c in batch.columns)]
+        columns = [value, *(column(c) for c in batch.columns)]
     return batch.select(*columns), from_data
 
 
@@ -590,7 +589,7 @@ def _event_time_value(records: DataFrame) -> Column:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    event_time = _col(EVENT_TIME)
+    event_time = column(EVENT_TIME)
     if isinstance(records.schema[EVENT_TIME].dataType, T.DateType):
         return F.unix_date(event_time)
     return F.unix_millis(event_time.cast("timestamp"))
@@ -608,7 +607,7 @@ def _batch_aggregates(records: DataFrame, final: pa.Schema, vocab: Vocab) -> dic
 
     checks = {_LATEST: F.max(_event_time_value(records))}
     for name in _checked_not_null(records, final, vocab):
-        checks[_NULLS + name] = F.sum(F.when(_col(name).isNull(), 1).otherwise(0))
+        checks[_NULLS + name] = F.sum(F.when(column(name).isNull(), 1).otherwise(0))
     return checks
 
 
@@ -635,7 +634,7 @@ def _new_watermark(
 
 def _laid_out(numbered: Numbered, final: pa.Schema, vocab: Vocab, stamp: datetime) -> DataFrame:
     """The numbered records as the file stores them: ``final``'s columns, names and types, cast in Spark."""
-    columns = _stored_values(numbered.frame, final, vocab, stamp, _col(OFFSET))
+    columns = _stored_values(numbered.frame, final, vocab, stamp, column(OFFSET))
     return numbered.frame.select(
         *[(nullable(value, numbered) if f.nullable else value).alias(f.name) for f, value in columns]
     )
@@ -649,9 +648,9 @@ def _stored_values(
 
     present = set(records.columns)
     sources = {
-        vocab.op: _col(OP),
+        vocab.op: column(OP),
         vocab.system_time: F.lit(stamp.astimezone(UTC)),
-        vocab.event_time: _col(EVENT_TIME),
+        vocab.event_time: column(EVENT_TIME),
     }
     columns = []
     for f in final:
@@ -661,7 +660,7 @@ def _stored_values(
             continue
         value = sources.get(f.name)
         if value is None:
-            value = _col(f.name) if f.name in present else F.lit(None)
+            value = column(f.name) if f.name in present else F.lit(None)
         columns.append((f, cast(value, spark_type_from_arrow(f.type))))
     return columns
 
@@ -685,7 +684,7 @@ def _collected(
         records.select(
             *[value.alias(f.name) for f, value in values],
             _event_time_value(records).alias(_LATEST),
-            *[_col(name).isNull().alias(_NULLS + name) for name in checked],
+            *[column(name).isNull().alias(_NULLS + name) for name in checked],
         ),
         limit,
     )
@@ -716,12 +715,6 @@ def _write_collected(
 
 
 # --- helpers -------------------------------------------------------------------------------------
-
-
-def _col(name: str) -> Column:
-    from pyspark.sql import functions as F
-
-    return F.col("`" + name.replace("`", "``") + "`")
 
 
 @contextmanager
