@@ -1,4 +1,4 @@
-"""Column references, literals and casts built with one py4j round trip each.
+"""Column references, literals and casts built with one py4j round trip, or none.
 
 odfproj builds its own plans out of thousands of column references (every select, grouping and sort
 names its columns), and PySpark's ``functions.col`` costs three round trips to the driver JVM on a
@@ -8,7 +8,8 @@ classic session: a lookup of the ``functions`` class, a lookup of its method, th
 paid by the Python side and by the JVM's py4j thread (bench/README.md, "Session 14").
 
 Here the method handles are looked up once per JVM and kept, and so are the column references
-themselves (no round trip at all for a name seen before); a cast to an atomic type passes its SQL name. The columns are PySpark's own, the same expressions as ``functions.col``/``lit`` and
+themselves (no round trip at all for a name seen before); a cast to an atomic type passes its SQL
+name. The columns are PySpark's own, the same expressions as ``functions.col``/``lit`` and
 ``Column.cast`` build. On Spark Connect (no JVM here) PySpark's functions are used as they are.
 """
 
