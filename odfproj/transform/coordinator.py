@@ -29,6 +29,7 @@ import tempfile
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -98,6 +99,15 @@ class InputSlice:
     @property
     def has_new_records(self) -> bool:
         return self.query_input.new_offset is not None
+
+    @cached_property
+    def new_records_view(self) -> ChangelogView:
+        """The records after the consumed offset, as files to read: found in the chain once, then read
+        (``_slice_records``) and judged from their footers (``_appending_only``)."""
+        q = self.query_input
+        return changelog_between(
+            self.dataset, self.projection.head, q.prev_offset, self.projection.last_offset
+        )
 
 
 def _slice(alias: str, dataset: Dataset, last: InputPosition, derivative: str) -> InputSlice:
@@ -446,21 +456,14 @@ def _new_records(engine: SparkEngine, slices: list[InputSlice]) -> dict[str, Dat
     return {s.alias: _slice_records(engine, s) for s in slices}
 
 
-def _slice_view(s: InputSlice) -> ChangelogView:
-    """One input's records after the consumed offset, as files to read."""
-    return changelog_between(
-        s.dataset, s.projection.head, s.query_input.prev_offset, s.projection.last_offset
-    )
-
-
 def _slice_records(engine: SparkEngine, s: InputSlice) -> DataFrame:
     """One input's records after the consumed offset (an empty frame when it has none)."""
-    return read_changelog_frame(engine.session, _slice_view(s))
+    return read_changelog_frame(engine.session, s.new_records_view)
 
 
 def _appending_only(slices: list[InputSlice]) -> set[str]:
     """The inputs whose new records are all appends (their files' footers say so; nothing is read)."""
-    return {s.alias for s in slices if only_appends(_slice_view(s))}
+    return {s.alias for s in slices if only_appends(s.new_records_view)}
 
 
 def _consumed(engine: SparkEngine, slices: list[InputSlice]) -> dict[str, DataFrame]:
