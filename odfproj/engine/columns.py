@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column
     from pyspark.sql.types import DataType
 
-__all__ = ["cast", "column", "literal"]
+__all__ = ["cast", "column", "literal", "quoted_name"]
 
 #: ``org.apache.spark.sql.functions`` methods by name, each with the JVM view it was looked up in: a new
 #: SparkContext (a new gateway) makes them stale, and they are looked up again.
@@ -58,9 +58,15 @@ def _function(jvm: Any, name: str) -> Any:
     return method
 
 
+def quoted_name(name: str) -> str:
+    """A column, view or dataset name as a Spark SQL identifier: in backticks, inner backticks doubled,
+    so that dots and backticks in it stay literal."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def column(name: str) -> Column:
     """A reference to the top-level column ``name``, quoted so dots and backticks in it stay literal."""
-    quoted = "`" + name.replace("`", "``") + "`"
+    quoted = quoted_name(name)
     jvm = _classic_jvm()
     if jvm is None:
         from pyspark.sql import functions as F

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 
+from odfproj.engine.columns import column
 from odfproj.errors import EngineError
 
 if TYPE_CHECKING:
@@ -172,7 +173,7 @@ def write_slices(
     target = Path(tempfile.mkdtemp(prefix="slices-", dir=folder))
     written = target / "out"
     name = offset_column or numbered.offset_column
-    offset = F.col("`" + name.replace("`", "``") + "`")
+    offset = column(name)
     try:
         if limit <= 0 or numbered.count <= limit:
             # The option always, so a session-wide maxRecordsPerFile cannot cut the one file.

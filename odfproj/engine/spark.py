@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from odfproj.engine.columns import quoted_name
 from odfproj.engine.dialects import is_spark, to_spark
 from odfproj.engine.errors import InvalidQueryError
 from odfproj.engine.session import (
@@ -259,10 +260,6 @@ def _steps(transform: model.TransformSql) -> list[_Step]:
     return steps
 
 
-def _quote_name(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def _plan_classes(analyzed: object) -> set[str]:
     try:
         text = analyzed.toJSON()
@@ -366,7 +363,7 @@ class QueryScope:
 
     def register(self, name: str, df: DataFrame) -> None:
         """Expose ``df`` (of any session) as the temporary view ``name`` in this scope only."""
-        quoted = _quote_name(name)
+        quoted = quoted_name(name)
         if df.sparkSession is self.session:
             df.createOrReplaceTempView(quoted)
         else:

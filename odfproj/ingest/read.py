@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from odfproj.engine.columns import column
 from odfproj.engine.spark import SparkFailure, is_spark_error, spark_failures
 from odfproj.engine.types import spark_type_from_arrow
 from odfproj.errors import EngineError, InvalidValueError
@@ -370,12 +371,11 @@ def _path_parts(sub_path: str) -> list[str]:
 
 
 def _path_column(parts: Sequence[str]) -> Column:
-    from pyspark.sql import functions as F
 
-    column = F.col("`" + parts[0].replace("`", "``") + "`")
+    value = column(parts[0])
     for part in parts[1:]:
-        column = column.getField(part)
-    return column
+        value = value.getField(part)
+    return value
 
 
 def _wrap(parts: Sequence[str], inner: T.DataType) -> T.StructType:
@@ -480,16 +480,16 @@ def _numbers_from_text(df: DataFrame, declared: pa.Schema) -> DataFrame:
         return df
     columns = []
     for f in declared:
-        column = F.col("`" + f.name.replace("`", "``") + "`")
+        value = column(f.name)
         if _parsed_from_text(f.type):
-            parsed = F.trim(column).try_cast(spark_type_from_arrow(f.type))
+            parsed = F.trim(value).try_cast(spark_type_from_arrow(f.type))
             problem = F.concat(
                 F.input_file_name(),
                 F.lit(f": column {f.name} is {format_ddl_type(f.type)}, but a record holds "),
-                F.to_json(F.struct(column.alias(f.name))),
+                F.to_json(F.struct(value.alias(f.name))),
             )
-            column = F.when(column.isNotNull() & parsed.isNull(), F.raise_error(problem)).otherwise(parsed)
-        columns.append(column.alias(f.name))
+            value = F.when(value.isNotNull() & parsed.isNull(), F.raise_error(problem)).otherwise(parsed)
+        columns.append(value.alias(f.name))
     return df.select(*columns)
 
 
@@ -607,7 +607,6 @@ def _read_ndgeojson(
 
 
 def _cast_to(df: DataFrame, declared: pa.Schema | None, what: str) -> DataFrame:
-    from pyspark.sql import functions as F
 
     if declared is None:
         return df
@@ -620,8 +619,7 @@ def _cast_to(df: DataFrame, declared: pa.Schema | None, what: str) -> DataFrame:
                 f"{what} has no column {field.name!r} declared in the read step's schema "
                 f"(it has {', '.join(df.columns) or 'none'})"
             )
-        quoted = "`" + name.replace("`", "``") + "`"
-        columns.append(F.col(quoted).cast(spark_type_from_arrow(field.type)).alias(field.name))
+        columns.append(column(name).cast(spark_type_from_arrow(field.type)).alias(field.name))
     return df.select(*columns)
 
 

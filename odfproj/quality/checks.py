@@ -9,16 +9,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from odfproj.engine.columns import quoted_name
 from odfproj.quality.definitions import DataTest
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.projection import DATA_EVENTS
 
-__all__ = ["failing_rows_query", "freshness_failure", "quote_literal", "quote_name"]
-
-
-def quote_name(name: str) -> str:
-    """A column or dataset name as a Spark SQL identifier (backticks, inner backticks doubled)."""
-    return "`" + name.replace("`", "``") + "`"
+__all__ = ["failing_rows_query", "freshness_failure", "quote_literal"]
 
 
 def quote_literal(value: str | int | float) -> str:
@@ -30,22 +26,22 @@ def quote_literal(value: str | int | float) -> str:
 
 def failing_rows_query(test: DataTest) -> str:
     """The query returning the rows that make ``test`` fail (every kind but freshness)."""
-    table = quote_name(test.dataset)
+    table = quoted_name(test.dataset)
     args = test.args
     if test.kind == "not_null":
-        condition = " OR ".join(f"{quote_name(c)} IS NULL" for c in test.columns)
+        condition = " OR ".join(f"{quoted_name(c)} IS NULL" for c in test.columns)
         return f"SELECT * FROM {table} WHERE {condition}"
     if test.kind == "unique":
-        columns = ", ".join(quote_name(c) for c in test.columns)
+        columns = ", ".join(quoted_name(c) for c in test.columns)
         return f"SELECT {columns}, count(*) AS rows FROM {table} GROUP BY {columns} HAVING count(*) > 1"
     if test.kind == "accepted_values":
-        column = quote_name(args["column"])
+        column = quoted_name(args["column"])
         values = ", ".join(quote_literal(v) for v in args["values"])
         return f"SELECT * FROM {table} WHERE {column} IS NOT NULL AND {column} NOT IN ({values})"
     if test.kind == "relationships":
-        column, key = quote_name(args["column"]), quote_name(args["field"])
+        column, key = quoted_name(args["column"]), quoted_name(args["field"])
         return (
-            f"SELECT c.* FROM {table} AS c LEFT JOIN (SELECT DISTINCT {key} AS k FROM {quote_name(args['to'])}) AS p "
+            f"SELECT c.* FROM {table} AS c LEFT JOIN (SELECT DISTINCT {key} AS k FROM {quoted_name(args['to'])}) AS p "
             f"ON c.{column} = p.k WHERE c.{column} IS NOT NULL AND p.k IS NULL"
         )
     if test.kind == "row_count":

@@ -26,6 +26,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from odfproj.engine.columns import quoted_name
 from odfproj.engine.dialects import is_spark, translated_queries
 from odfproj.odf import model
 
@@ -96,14 +97,11 @@ class GroupedQuery:
         if len(names) != len(self.outputs):
             raise NotSplittable("an output the grouped path cannot name")
         select = ", ".join(
-            f"{expression} AS {_quoted(name)}" for expression, name in zip(self.outputs, names, strict=True)
+            f"{expression} AS {quoted_name(name)}"
+            for expression, name in zip(self.outputs, names, strict=True)
         )
         where = f" WHERE {self.having}" if self.having is not None else ""
-        return model.TransformSql(engine="spark", query=f"SELECT {select} FROM {_quoted(view)}{where}")
-
-
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
+        return model.TransformSql(engine="spark", query=f"SELECT {select} FROM {quoted_name(view)}{where}")
 
 
 _MERGEABLE = {exp.Count: "count", exp.Sum: "sum", exp.Min: "min", exp.Max: "max"}
