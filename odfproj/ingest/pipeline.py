@@ -411,7 +411,7 @@ def commit_batch(
         collected = _collected(records, final, vocab, stamp, engine) if codec is not None else None
         numbered: Numbered | None = None
         if collected is not None:
-            count, per_partition = collected.num_rows, (_driver_aggregates(collected, final, vocab),)
+            count, per_partition = collected.num_rows, (_driver_aggregates(collected),)
         else:
             numbered = number_rows(records, OFFSET, first, _batch_aggregates(records, final, vocab))
             count, per_partition = numbered.count, numbered.per_partition
@@ -580,8 +580,9 @@ def _fit_schema(new: pa.Schema, existing: pa.Schema | None, where: str) -> tuple
 
 
 #: Per-partition aggregates of a batch (see ``number_rows``): the latest event time, nulls per column.
-_LATEST = "latest"
-_NULLS = "nulls:"
+#: The driver path collects them as columns beside the records' own, so no user column may take them.
+_LATEST = "__odfproj_latest"
+_NULLS = "__odfproj_nulls:"
 
 
 def _event_time_value(records: DataFrame) -> Column:
@@ -690,7 +691,7 @@ def _collected(
     )
 
 
-def _driver_aggregates(collected: pa.Table, final: pa.Schema, vocab: Vocab) -> dict[str, Any]:
+def _driver_aggregates(collected: pa.Table) -> dict[str, Any]:
     """What :func:`_batch_aggregates` computes in Spark, from the collected records."""
     import pyarrow.compute as pc
 

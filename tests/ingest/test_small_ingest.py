@@ -62,7 +62,14 @@ MERGES = {
 
 
 def _ingest_all(
-    spark, tmp_path: Path, merge: model.MergeStrategy, *, driver: bool, text=FILES, schema=None
+    spark,
+    tmp_path: Path,
+    merge: model.MergeStrategy,
+    *,
+    driver: bool,
+    text=FILES,
+    schema=None,
+    read_schema=SCHEMA,
 ) -> Dataset:
     project = tmp_path / ("driver" if driver else "spark")
     (project / "data").mkdir(parents=True)
@@ -71,7 +78,7 @@ def _ingest_all(
     ws = Workspace(project / ".odf")
     source = model.SetPollingSource(
         fetch=model.FetchStepFilesGlob(path="data/part-*.csv"),
-        read=model.ReadStepCsv(header=True, schema=SCHEMA),
+        read=model.ReadStepCsv(header=True, schema=read_schema),
         merge=merge,
     )
     declared = [] if schema is None else [model.SetDataSchema(schema=encode_arrow_schema(schema))]
@@ -132,6 +139,24 @@ def _rows(table) -> list[tuple]:
         tuple("NaN" if isinstance(v, float) and math.isnan(v) else v for v in row.values())
         for row in table.to_pylist()
     ]
+
+
+def test_columns_named_like_the_batch_aggregates_are_the_users_own(spark, tmp_path, monkeypatch) -> None:
+    """The driver collects each record's watermark value beside its columns: a user column named
+    ``latest`` (or ``nulls:x``) must neither clash with it nor be taken for it."""
+    text = {
+        "part-1.csv": 'event_time,id,latest,"nulls:x"\n2026-01-02T00:00:00Z,1,7,\n2026-01-01T00:00:00Z,2,,b\n'
+    }
+    schema = ("event_time TIMESTAMP", "id BIGINT", "latest INT", "`nulls:x` STRING")
+    by_driver = _ingest_all(spark, tmp_path, MERGES["append"], driver=True, text=text, read_schema=schema)
+    monkeypatch.setattr(pipeline, "_collected", lambda *args, **kwargs: None)
+    by_spark = _ingest_all(spark, tmp_path, MERGES["append"], driver=False, text=text, read_schema=schema)
+    (ours,), (theirs,) = _added(by_driver), _added(by_spark)
+    assert ours.new_watermark == theirs.new_watermark == T0.replace(day=2)
+    assert ours.new_data is not None and theirs.new_data is not None
+    assert ours.new_data.logical_hash == theirs.new_data.logical_hash
+    mine = pq.read_table(by_driver.layout.data_path(ours.new_data.physical_hash))
+    assert [(r["id"], r["latest"], r["nulls:x"]) for r in mine.to_pylist()] == [(2, None, "b"), (1, 7, None)]
 
 
 def test_a_null_in_a_not_null_column_is_refused_as_by_spark(spark, tmp_path, monkeypatch) -> None:
