@@ -101,23 +101,47 @@ def only_appends(view: ChangelogView) -> bool:
 
     The ``op`` column's statistics say it without reading a record: a maximum of ``+A`` (0) in every
     row group means that nothing in the file withdraws a row (``-R``, ``-C``), so neither do the
-    view's records. Any doubt (no statistics, an unreadable footer) says no.
+    view's records. Any doubt (no statistics, an unreadable footer) says no. Each file's answer is
+    kept (:func:`_file_only_appends`): a full update asks it of every file of its inputs' history.
     """
     op = Vocab.of(view.dataset.projection().set_vocab).op
-    for path in view.data_paths:
-        try:
-            metadata = pq.read_metadata(path)
-        except (OSError, pa.ArrowException):
-            return False
-        for g in range(metadata.num_row_groups):
-            group = metadata.row_group(g)
-            if group.num_rows == 0:
-                continue
-            chunks = [group.column(i) for i in range(group.num_columns)]
-            stats = next((c.statistics for c in chunks if c.path_in_schema == op), None)
-            if stats is None or not stats.has_min_max or stats.max != int(Op.APPEND):
-                return False
-    return True
+    return all(_file_only_appends(path, op) for path in view.data_paths)
+
+
+#: :func:`_file_only_appends`'s answers by file, ``op`` column name, size and modification time. A data
+#: file is named by its content's hash and never rewritten; the size and time only guard against a file
+#: replaced by hand. At most ``_APPENDS_KEPT`` entries, forgotten all at once when full.
+_APPENDS: dict[tuple[str, str, int, int], bool] = {}
+_APPENDS_KEPT = 65536
+
+
+def _file_only_appends(path: Path, op: str) -> bool:
+    try:
+        stat = path.stat()
+    except OSError:
+        return False
+    key = (str(path), op, stat.st_size, stat.st_mtime_ns)
+    known = _APPENDS.get(key)
+    if known is not None:
+        return known
+    try:
+        metadata = pq.read_metadata(path)
+    except (OSError, pa.ArrowException):
+        return False
+    answer = True
+    for g in range(metadata.num_row_groups):
+        group = metadata.row_group(g)
+        if group.num_rows == 0:
+            continue
+        chunks = [group.column(i) for i in range(group.num_columns)]
+        stats = next((c.statistics for c in chunks if c.path_in_schema == op), None)
+        if stats is None or not stats.has_min_max or stats.max != int(Op.APPEND):
+            answer = False
+            break
+    if len(_APPENDS) >= _APPENDS_KEPT:
+        _APPENDS.clear()
+    _APPENDS[key] = answer
+    return answer
 
 
 def read_changelog_frame(

@@ -28,6 +28,7 @@ from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_TIME, Op, Voc
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import DataType
 
 #: Operations that assert a row; the other two (``-R``, ``-C``) withdraw one.
 ASSERTING_OPS = (int(Op.APPEND), int(Op.CORRECT_TO))
@@ -102,6 +103,49 @@ def repeated(counted: DataFrame, columns: Sequence[str], count: Column) -> DataF
     return copies.select(*[column(c) for c in columns], *[c for c in copies.columns if c == OP])
 
 
+def grouping_values(frame: DataFrame, columns: Sequence[str]) -> list[Column] | None:
+    """``columns`` of ``frame`` with the values a grouping by them gives back, or ``None`` if that takes one.
+
+    Spark's grouping normalises floating-point keys: ``-0.0`` becomes ``0.0`` and every NaN the one
+    canonical NaN. Every state a query sees, and every result the full path writes, passes through such
+    a grouping (:func:`signed_counts`, ``net_counts``), so a path that skips it for rows it knows to be
+    plain appends must normalise them the same way, or a ``-0.0`` would reach a query (``CAST(x AS
+    STRING)`` tells them apart) or a file only on that path. Top-level ``FLOAT``/``DOUBLE`` columns are
+    normalised here, one ``CASE`` each; a float nested in a struct, array or map is not, and ``None``
+    then says the caller must group.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    values = []
+    for name in columns:
+        data_type = frame.schema[name].dataType
+        if isinstance(data_type, T.FloatType | T.DoubleType):
+            kind = data_type.simpleString()
+            value, zero = column(name), literal(0.0).cast(kind)
+            nan = literal("NaN").cast(kind)
+            values.append(F.when(F.isnan(value), nan).when(value == zero, zero).otherwise(value).alias(name))
+        elif _holds_float(data_type):
+            return None
+        else:
+            values.append(column(name))
+    return values
+
+
+def _holds_float(data_type: DataType) -> bool:
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, T.FloatType | T.DoubleType):
+        return True
+    if isinstance(data_type, T.StructType):
+        return any(_holds_float(f.dataType) for f in data_type.fields)
+    if isinstance(data_type, T.ArrayType):
+        return _holds_float(data_type.elementType)
+    if isinstance(data_type, T.MapType):
+        return _holds_float(data_type.keyType) or _holds_float(data_type.valueType)
+    return False
+
+
 def multiset_state(history: DataFrame) -> DataFrame:
     """The rows ``history`` (a changelog in the common data schema) leaves current, with multiplicity."""
     columns = state_columns(history)
@@ -109,12 +153,16 @@ def multiset_state(history: DataFrame) -> DataFrame:
     return repeated(counted, columns, column(COUNT))
 
 
-def query_state(history: DataFrame, vocab: Vocab) -> DataFrame:
+def query_state(history: DataFrame, vocab: Vocab, *, appends_only: bool = False) -> DataFrame:
     """What a query sees of an input: its state, the event time under the input's own vocabulary.
 
-    ``history`` is the input's changelog as its files name the columns (``vocab``).
+    ``history`` is the input's changelog as its files name the columns (``vocab``). ``appends_only``
+    says that every record of it is ``+A`` (:func:`odfproj.state.frames.only_appends`): its state is
+    then its rows as they are, normalised as the grouping would (:func:`grouping_values`), no shuffle.
     """
-    state = multiset_state(renamed(history, vocab.to_standard()))
+    standard = renamed(history, vocab.to_standard())
+    values = grouping_values(standard, state_columns(standard)) if appends_only else None
+    state = standard.select(*values) if values is not None else multiset_state(standard)
     return renamed(state, {EVENT_TIME: vocab.event_time})
 
 
@@ -129,12 +177,17 @@ def signed_states(history: DataFrame, vocab: Vocab, *, withdraws: bool = True) -
 
     ``withdraws=False`` says the slice holds appends only (:func:`odfproj.state.frames.only_appends`):
     the withdrawn part is then an empty frame Spark knows to be empty (``limit(0)``), and its optimiser
-    drops every branch of a plan that reads it.
+    drops every branch of a plan that reads it. Nothing nets out then, and the added rows are the
+    records' rows as they are, normalised as the grouping would (:func:`grouping_values`): no shuffle.
     """
     standard = renamed(history, vocab.to_standard())
     columns = state_columns(standard)
-    counted = signed_counts(standard, columns)
     back = {EVENT_TIME: vocab.event_time}
+    values = None if withdraws else grouping_values(standard, columns)
+    if values is not None:
+        added = renamed(standard.select(*values), back)
+        return added, added.limit(0)
+    counted = signed_counts(standard, columns)
     added = renamed(repeated(counted.where(column(COUNT) > 0), columns, column(COUNT)), back)
     if not withdraws:
         return added, added.limit(0)
@@ -147,6 +200,7 @@ __all__ = [
     "COUNT",
     "ChangelogError",
     "current_state",
+    "grouping_values",
     "multiset_state",
     "query_state",
     "renamed",

@@ -46,6 +46,7 @@ from odfproj.state.frames import (
     only_appends,
     read_changelog_frame,
 )
+from odfproj.state.projections import query_state
 from odfproj.storage.data_commit import commit_data, next_offset
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.projection import ChainProjection, InputPosition
@@ -309,9 +310,9 @@ def _changelog_to(engine: SparkEngine, s: InputSlice, offset: int | None) -> Dat
     return read_changelog_frame(engine.session, changelog_as_of(s.dataset, s.projection.head, offset))
 
 
-def _histories(engine: SparkEngine, slices: list[InputSlice]) -> dict[str, DataFrame]:
+def _history_views(slices: list[InputSlice]) -> dict[str, ChangelogView]:
     """Each input's changelog up to its current head and last offset (what the full path reads)."""
-    return {s.alias: _changelog_to(engine, s, s.projection.last_offset) for s in slices}
+    return {s.alias: changelog_as_of(s.dataset, s.projection.head, s.projection.last_offset) for s in slices}
 
 
 def _full_changes(
@@ -324,18 +325,19 @@ def _full_changes(
 ) -> DataFrame:
     """The full path: the query over the inputs' whole current states, diffed with the derivative's own."""
     session = engine.session
-    histories = _histories(engine, slices)
+    views = _history_views(slices)
     own = None
     if p.has_data:
         own = read_changelog_frame(session, changelog_as_of(dataset, p.head, p.last_offset))
     return compute_changes(
         engine,
         transform,
-        histories,
+        {alias: read_changelog_frame(session, view) for alias, view in views.items()},
         own,
         where=f"dataset {name}",
         vocab=Vocab.of(p.set_vocab),
         input_vocabs=_input_vocabs(slices),
+        appends_only={alias for alias, view in views.items() if only_appends(view)},
     )
 
 
@@ -400,7 +402,6 @@ def _incremental_changes(
             p.arrow_schema,
             where=where,
             vocab=vocab,
-            input_vocabs=input_vocabs,
             join_inputs=lambda: _join_inputs(engine, slices),
             join_sides=open_sides,
         )
@@ -467,12 +468,27 @@ def _appending_only(slices: list[InputSlice]) -> set[str]:
 
 
 def _consumed(engine: SparkEngine, slices: list[InputSlice]) -> dict[str, DataFrame]:
-    """Each input's changelog up to what the derivative consumed (an empty frame for nothing consumed)."""
-    frames = {}
+    """What the query saw of each input at the offset the derivative consumed (empty for nothing consumed)."""
+    views = {
+        s.alias: changelog_as_of(s.dataset, s.query_input.prev_block_hash, s.query_input.prev_offset)
+        for s in slices
+    }
+    return _states(engine, slices, views)
+
+
+def _states(
+    engine: SparkEngine, slices: list[InputSlice], views: dict[str, ChangelogView]
+) -> dict[str, DataFrame]:
+    """What the query sees of each input at ``views`` (:func:`~odfproj.state.projections.query_state`):
+    a history that only appends is its rows, any other is netted. Under the input's current schema when
+    the view predates every schema (nothing to read then, but the columns must be known)."""
+    states = {}
     for s in slices:
-        view = changelog_as_of(s.dataset, s.query_input.prev_block_hash, s.query_input.prev_offset)
-        frames[s.alias] = read_changelog_frame(engine.session, view, view.schema or s.projection.arrow_schema)
-    return frames
+        view = views[s.alias]
+        history = read_changelog_frame(engine.session, view, view.schema or s.projection.arrow_schema)
+        vocab = Vocab.of(s.projection.set_vocab)
+        states[s.alias] = query_state(history, vocab, appends_only=only_appends(view))
+    return states
 
 
 def _keep_group_state(
@@ -496,10 +512,9 @@ def _keep_group_state(
     keep_group_state(
         engine,
         transform,
-        lambda: _histories(engine, slices),
+        lambda: _states(engine, slices, _history_views(slices)),
         dataset,
         head,
-        _input_vocabs(slices),
         known=_MODES.get(key),
         remember=lambda mode: _remember_mode(key, mode),
     )
@@ -512,6 +527,7 @@ def _join_inputs(engine: SparkEngine, slices: list[InputSlice]) -> list[JoinInpu
         return lambda: _changelog_to(engine, s, offset)
 
     appending = _appending_only(slices)
+    histories = _history_views(slices)
     return [
         JoinInput(
             s.alias,
@@ -520,6 +536,7 @@ def _join_inputs(engine: SparkEngine, slices: list[InputSlice]) -> list[JoinInpu
             before=as_of(s, s.query_input.prev_offset),
             after=as_of(s, s.projection.last_offset),
             withdraws=s.alias not in appending,
+            appends_only=only_appends(histories[s.alias]),
         )
         for s in slices
     ]

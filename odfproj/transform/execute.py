@@ -14,7 +14,7 @@ signed count of each row in the new result minus its count in the stored state.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -104,15 +104,20 @@ def check_result(result: DataFrame, where: str, vocab: Vocab | None = None) -> D
     return result
 
 
-def _canonical_order(state: DataFrame) -> DataFrame:
+def _canonical_order(state: DataFrame, *, small: bool) -> DataFrame:
     """One partition in a total order, so the query sees its input rows in the same order every time.
 
     Floating-point aggregates (sum, avg over DOUBLE) depend on the order values are added in; without
     this a re-execution on differently split data can differ in the last bits and, after rounding,
     in the visible value, which breaks `verify --reproduce`. Found on the example project's
     per-cluster average. The price is parallelism inside one transform's input scan.
+
+    ``small`` (small work, :meth:`SparkEngine.small_work`): the partitions are merged without a
+    shuffle (``coalesce``), one task reading them all, which is what such an update does anyway;
+    the sort after it makes the order total all the same.
     """
-    return state.repartition(1).sortWithinPartitions(*state.columns)
+    single = state.coalesce(1) if small else state.repartition(1)
+    return single.sortWithinPartitions(*state.columns)
 
 
 def compute_changes(
@@ -124,21 +129,27 @@ def compute_changes(
     where: str,
     vocab: Vocab | None = None,
     input_vocabs: Mapping[str, Vocab] | None = None,
+    appends_only: Collection[str] = (),
 ) -> DataFrame:
     """The records that turn the derivative's current state into the query's result over ``inputs``.
 
     ``inputs`` are the inputs' changelogs by alias; ``own_history`` the derivative's changelog so far
     (``None``: no data yet), both as their files name the columns: ``vocab`` is the derivative's
-    vocabulary, ``input_vocabs`` the inputs' (by alias; default the standard names). Returns ``op``
-    (``+A``/``-R``), ``event_time`` and the user columns (standard names), in the query's column
-    order, unordered.
+    vocabulary, ``input_vocabs`` the inputs' (by alias; default the standard names), ``appends_only``
+    the inputs whose every record is ``+A`` (their state needs no netting, see
+    :func:`~odfproj.state.projections.query_state`). Returns ``op`` (``+A``/``-R``), ``event_time``
+    and the user columns (standard names), in the query's column order, unordered.
     """
     from pyspark.sql import functions as F
 
     vocab = vocab or Vocab()
     input_vocabs = input_vocabs or {}
+    small = engine.is_small_work
     states = {
-        alias: _canonical_order(query_state(history, input_vocabs.get(alias, Vocab())))
+        alias: _canonical_order(
+            query_state(history, input_vocabs.get(alias, Vocab()), appends_only=alias in appends_only),
+            small=small,
+        )
         for alias, history in inputs.items()
     }
     if own_history is not None:

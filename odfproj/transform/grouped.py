@@ -51,7 +51,7 @@ from odfproj.odf.data_schema import Vocab
 from odfproj.odf.multiformats import Multihash
 from odfproj.odf.schema_diff import diff_columns
 from odfproj.state.group_state import FORMAT, load_group_state, save_group_state
-from odfproj.state.projections import COUNT, query_state, repeated
+from odfproj.state.projections import COUNT, grouping_values, repeated
 from odfproj.storage.dataset import Dataset
 from odfproj.transform.aggregation import (
     PREFIX,
@@ -413,7 +413,6 @@ def grouped_changes(
     *,
     where: str,
     vocab: Vocab | None = None,
-    input_vocabs: Mapping[str, Vocab] | None = None,
     join_inputs: Callable[[], Sequence[JoinInput]] | None = None,
     join_sides: Callable[[model.TransformSql], JoinSides | None] | None = None,
 ) -> GroupedUpdate | None:
@@ -421,8 +420,8 @@ def grouped_changes(
 
     ``inputs`` are the rows the inputs' new records add and withdraw (as for the stateless path),
     ``result`` the query over the added ones and ``mode`` its classification (``grouped``, checked by
-    the caller); ``consumed_states`` gives the inputs' changelogs up to the consumed offsets, read only
-    when the group state is missing or stale (its stamp is not the derivative's head); ``join_inputs``
+    the caller); ``consumed_states`` gives what the query saw of each input at the consumed offsets
+    (its state, by alias), read only when the group state is missing or stale (its stamp is not the derivative's head); ``join_inputs``
     gives the inputs as the join path sees them, and ``join_sides`` opens the join index for the
     aggregation's pre-aggregation join (``None``: the other sides are read whole), both called only for
     an aggregation over a join. ``None`` when the query is not grouped; a :class:`GroupedUpdate` without
@@ -435,7 +434,6 @@ def grouped_changes(
     except NotSplittable:
         return None
     vocab = vocab or Vocab()
-    input_vocabs = input_vocabs or {}
     columns = _names_match(result, declared, vocab, where)
     if columns is None:
         return GroupedUpdate(None, "the query's output columns are not the stored ones", str(mode))
@@ -458,7 +456,7 @@ def grouped_changes(
         return GroupedUpdate(None, e.construct, str(mode), sides=sides)
     added = _partials(delta.added, analysed)
     withdrawn = _partials(delta.withdrawn, analysed)
-    old = _stored_groups(engine, analysed, dataset, consumed_states, input_vocabs)
+    old = _stored_groups(engine, analysed, dataset, consumed_states)
     merged = _merged(old, added, withdrawn, analysed).localCheckpoint()
     touched = merged.where(column(_TOUCHED))
     if touched.where(column(_UNSAFE)).limit(1).count():
@@ -514,6 +512,10 @@ def _joined_pre_aggregation(
     if delta.rows is None:
         return delta.why_full or "its pre-aggregation is not a join odfproj can keep"
     columns = list(delta.rows.added.columns)
+    values = None if delta.rows.withdraws else grouping_values(delta.rows.added, columns)
+    if values is not None:  # appends only: nothing nets out; the rows normalised as the netting would
+        rows = delta.rows.added.select(*values)
+        return SignedRows(rows, delta.rows.withdrawn, withdraws=False)
     net = net_counts(delta.rows.added, delta.rows.withdrawn, columns)
     return SignedRows(
         repeated(net.where(column(COUNT) > 0), columns, column(COUNT)),
@@ -526,18 +528,13 @@ def _stored_groups(
     analysed: _Analysed,
     dataset: Dataset,
     consumed_states: Callable[[], Mapping[str, DataFrame]],
-    input_vocabs: Mapping[str, Vocab],
 ) -> DataFrame:
     """The group state at the derivative's head: stored, or rebuilt from the inputs (and stored)."""
     stored = load_group_state(engine.session, dataset, analysed.fingerprint)
     if stored is not None:
         return stored
     head = dataset.head()
-    states = {
-        alias: query_state(history, input_vocabs.get(alias, Vocab()))
-        for alias, history in consumed_states().items()
-    }
-    groups = build_group_state(engine, analysed, states)
+    groups = build_group_state(engine, analysed, consumed_states())
     if head is not None:
         save_group_state(groups, dataset, head, analysed.fingerprint)
         stored = load_group_state(engine.session, dataset, analysed.fingerprint)
@@ -552,13 +549,13 @@ def keep_group_state(
     states: Callable[[], Mapping[str, DataFrame]],
     dataset: Dataset,
     head: Multihash,
-    input_vocabs: Mapping[str, Vocab],
     known: QueryMode | None = None,
     remember: Callable[[QueryMode], None] | None = None,
 ) -> None:
     """After a full-path commit of a grouped query: store its group state at ``head`` (one pass).
 
-    ``states`` gives the inputs' changelogs as that commit consumed them; it is called only for a query
+    ``states`` gives what the query saw of each input in that commit (its state, by alias; see
+    :func:`~odfproj.state.projections.query_state`); it is called only for a query
     the split keeps, so every other derivative's commit reads nothing more. Nothing for a query that is
     not grouped, or that the grouped path cannot keep. ``known``: the query's mode when an earlier
     update classified it (a ``full`` one then costs no analysis); ``remember`` is told the mode found
@@ -570,9 +567,7 @@ def keep_group_state(
         return
     if known is not None and known.mode is not Mode.GROUPED:
         return
-    views = {
-        alias: query_state(history, input_vocabs.get(alias, Vocab())) for alias, history in states().items()
-    }
+    views = states()
     if known is None:
         known = query_mode(transform, engine.query(views, transform))
         if remember is not None:

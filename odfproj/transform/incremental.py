@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from odfproj.engine.columns import literal
 from odfproj.engine.spark import SparkEngine
 from odfproj.engine.types import arrow_schema_from_spark, spark_schema_from_arrow
 from odfproj.odf import model
-from odfproj.odf.data_schema import OFFSET, OP, SYSTEM_TIME, Vocab
+from odfproj.odf.data_schema import OFFSET, OP, SYSTEM_TIME, Op, Vocab
 from odfproj.odf.schema_diff import diff_columns
-from odfproj.state.projections import signed_states
+from odfproj.state.projections import grouping_values, signed_states
 from odfproj.transform.execute import check_result, net_changes, net_counts
 
 if TYPE_CHECKING:
@@ -101,21 +102,26 @@ def stateless_changes(
     :func:`odfproj.transform.execute.compute_changes`, or ``None`` when the full path must be taken.
     """
     # Q(empty inputs) is empty for a stateless query: no second query when nothing is withdrawn.
-    withdrawn = engine.query(inputs.withdrawn, transform) if inputs.withdraws else added.limit(0)
+    if not inputs.withdraws:
+        return signed_changes(added, None, declared, where=where, vocab=vocab or Vocab())
+    withdrawn = engine.query(inputs.withdrawn, transform)
     return signed_changes(added, withdrawn, declared, where=where, vocab=vocab or Vocab())
 
 
 def signed_changes(
-    added: DataFrame, withdrawn: DataFrame, declared: pa.Schema, *, where: str, vocab: Vocab
+    added: DataFrame, withdrawn: DataFrame | None, declared: pa.Schema, *, where: str, vocab: Vocab
 ) -> DataFrame | None:
     """``op`` + the stored columns from a query's rows added and withdrawn by an update: net per row.
 
     The one ending of every incremental path (stateless, join): the counts in ``added`` minus those
     in ``withdrawn`` go through the full path's :func:`net_changes`, so the records are the ones the
-    full recomputation writes. ``None`` when the query's output columns are not exactly the stored
+    full recomputation writes. ``withdrawn`` ``None``: the update withdraws nothing (its inputs' new
+    records are appends only), every added row is one ``+A`` record and nothing needs netting; its
+    values are normalised as the netting's grouping would (:func:`grouping_values`), so the records
+    are still the full path's. ``None`` when the query's output columns are not exactly the stored
     ones (the full path re-appends every row then).
     """
-    added, withdrawn = check_result(added, where, vocab), check_result(withdrawn, where, vocab)
+    added = check_result(added, where, vocab)
     stored = stored_columns(declared, vocab)
     if (
         set(added.columns) != set(stored.names)
@@ -123,4 +129,10 @@ def signed_changes(
     ):
         return None
     columns = list(stored.names)  # the full path's order: the stored one
+    values = grouping_values(added, columns) if withdrawn is None else None
+    if values is not None:
+        return added.select(literal(int(Op.APPEND)).cast("int").alias(OP), *values)
+    if withdrawn is None:
+        withdrawn = added.limit(0)
+    withdrawn = check_result(withdrawn, where, vocab)
     return net_changes(net_counts(added, withdrawn, columns), columns)

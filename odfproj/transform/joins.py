@@ -66,6 +66,8 @@ class JoinInput:
     after: Callable[[], DataFrame]
     #: Whether the new records may withdraw rows (``False``: appends only, its terms withdraw nothing).
     withdraws: bool = True
+    #: Whether every record up to the new offset is an append: its states need no netting.
+    appends_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,8 @@ class SignedRows:
 
     added: DataFrame
     withdrawn: DataFrame
+    #: ``False``: ``withdrawn`` is empty, as every changed input's new records are appends.
+    withdraws: bool = True
 
 
 @dataclass(frozen=True)
@@ -110,7 +114,8 @@ def _other_states(
             if found is not None:
                 states[source.alias] = found
                 continue
-        states[source.alias] = query_state(source.after() if after else source.before(), source.vocab)
+        history = source.after() if after else source.before()
+        states[source.alias] = query_state(history, source.vocab, appends_only=source.appends_only)
     return states
 
 
@@ -153,7 +158,9 @@ def join_delta(
     if not added:
         return JoinDelta(None)
     gained_rows = _union(added)
-    return JoinDelta(SignedRows(gained_rows, _union(withdrawn) if withdrawn else gained_rows.limit(0)))
+    if not withdrawn:
+        return JoinDelta(SignedRows(gained_rows, gained_rows.limit(0), withdraws=False))
+    return JoinDelta(SignedRows(gained_rows, _union(withdrawn)))
 
 
 def _refused(mode: QueryMode, inputs: Sequence[JoinInput], changed: Sequence[int]) -> JoinDelta | None:
@@ -194,7 +201,7 @@ def join_changes(
     delta = join_delta(engine, transform, inputs, sides, known)
     if delta.rows is None:
         return None, delta.why_full
-    changes = signed_changes(
-        delta.rows.added, delta.rows.withdrawn, declared, where=where, vocab=vocab or Vocab()
-    )
+    rows = delta.rows
+    withdrawn = rows.withdrawn if rows.withdraws else None
+    changes = signed_changes(rows.added, withdrawn, declared, where=where, vocab=vocab or Vocab())
     return changes, None
