@@ -29,7 +29,7 @@ from odfproj.errors import EngineError
 
 if TYPE_CHECKING:
     from pyspark import SparkConf
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 #: Settings every odfproj session gets; a target's ``spark_conf`` may override only the tuning keys of
 #: ``engine.settings.ALLOWED_SPARK_CONF`` (shuffle partitions, parallelism, adaptive execution).
@@ -102,6 +102,34 @@ SMALL_WORK_CONF: Mapping[str, str] = MappingProxyType(
         "spark.sql.autoBroadcastJoinThreshold": "-1",
     }
 )
+
+
+#: The attribute that marks a session as small work's (:func:`mark_small_work`).
+_SMALL_WORK_MARK = "_odfproj_small_work"
+
+
+def mark_small_work(session: SparkSession) -> None:
+    """Mark ``session`` (a child with :data:`SMALL_WORK_CONF`) as small work's: its frames go in one task."""
+    setattr(session, _SMALL_WORK_MARK, True)
+
+
+def is_small_work_frame(frame: DataFrame) -> bool:
+    """Whether ``frame`` belongs to a small-work session (:func:`mark_small_work`); no round trip."""
+    return bool(getattr(frame.sparkSession, _SMALL_WORK_MARK, False))
+
+
+def in_one_partition(frame: DataFrame) -> DataFrame:
+    """``frame`` as one partition the planner knows to be one, when it is small work's; else as it is.
+
+    Small work has one shuffle partition, but the planner does not know a file scan's partitioning,
+    so every aggregation, join and window over one still plans a shuffle: a stage of its own, with its
+    tasks, its shuffle files and its scheduling (on bench_dag's re-run, a join update ran 5 stages for a
+    few hundred rows). ``coalesce(1)`` merges the partitions without a shuffle and tells the planner so
+    (a single partition satisfies every distribution an operator asks for): the update runs as one
+    stage. It took 8-20 % off the full, join and grouped updates there (bench/README.md, "Session 15").
+    Large work keeps its partitions, which is where its parallelism is.
+    """
+    return frame.coalesce(1) if is_small_work_frame(frame) else frame
 
 
 #: Where a driver in this process listens when its executors run in it too (``local``): loopback only.

@@ -63,7 +63,9 @@ from odfproj.engine.session import (
     SparkSessionHolder,
     apply_sql_conf,
     child_session,
+    in_one_partition,
     keep_until_stop,
+    mark_small_work,
 )
 from odfproj.engine.settings import analysis_settings
 from odfproj.engine.slices import rows_per_file
@@ -591,6 +593,7 @@ class SparkEngine:
         if held is None or held[0] is not shared:
             small = child_session(shared)
             apply_sql_conf(small, self._conf())
+            mark_small_work(small)
             held = (shared, small)
             self._thread.small_session = held
         return held[1]
@@ -687,7 +690,7 @@ class SparkEngine:
         """``transform`` over DataFrames exposed as views under their names; lazy, like any DataFrame."""
         with self.scope() as scope:
             for name, df in inputs.items():
-                scope.register(name, df)
+                scope.register(name, in_one_partition(df))
             return scope.run(transform)
 
     def preprocess(self, df: DataFrame, transform: model.TransformSql) -> DataFrame:

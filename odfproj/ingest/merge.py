@@ -54,6 +54,7 @@ from functools import reduce
 from typing import TYPE_CHECKING
 
 from odfproj.engine.columns import column
+from odfproj.engine.session import in_one_partition
 from odfproj.ingest.errors import IngestError
 from odfproj.odf import model
 from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_TIME, Op
@@ -126,11 +127,12 @@ def merge_ledger(batch: DataFrame, history: DataFrame | None, primary_key: Seque
 
     key = _check_key(primary_key, batch, "Ledger")
     _check_batch(batch)
-    rows = batch.withColumn(_POS, F.monotonically_increasing_id())
+    rows = in_one_partition(batch.withColumn(_POS, F.monotonically_increasing_id()))
     if history is not None:
         _check_history_has(history, key)
         seen_names = [f"{_HELPER_PREFIX}seen{i}" for i in range(len(key))]
         seen = history.select(*[column(k).alias(s) for k, s in zip(key, seen_names, strict=True)])
+        seen = in_one_partition(seen)
         rows = rows.join(seen, _null_safe_equal(key, seen_names), "left_anti")
     first = Window.partitionBy(*[column(k) for k in key]).orderBy(
         column(EVENT_TIME).asc_nulls_first(), column(_POS)
@@ -185,6 +187,7 @@ def merge_snapshot(
     new_of = dict(zip(names, new_names, strict=True))
     old = state.select(*[column(c).alias(old_of[c]) for c in names], F.lit(True).alias(_OLD_PRESENT))
     new = batch.select(*[column(c).alias(new_of[c]) for c in names], F.lit(True).alias(_NEW_PRESENT))
+    old, new = in_one_partition(old), in_one_partition(new)
     joined = old.join(new, _null_safe_equal([old_of[k] for k in key], [new_of[k] for k in key]), "full_outer")
 
     types = dict(batch.dtypes)

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from odfproj.engine.columns import column, literal
+from odfproj.engine.session import in_one_partition
 from odfproj.errors import OdfprojError
 from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_TIME, Op, Vocab
 
@@ -92,7 +93,7 @@ def signed_counts(history: DataFrame, columns: Sequence[str], factor: int = 1) -
     from pyspark.sql import functions as F
 
     sign = F.when(column(OP).isin(*ASSERTING_OPS), literal(factor)).otherwise(literal(-factor)).cast("long")
-    return history.groupBy(*[column(c) for c in columns]).agg(F.sum(sign).alias(COUNT))
+    return in_one_partition(history).groupBy(*[column(c) for c in columns]).agg(F.sum(sign).alias(COUNT))
 
 
 def repeated(counted: DataFrame, columns: Sequence[str], count: Column) -> DataFrame:

@@ -25,6 +25,7 @@ import pyarrow as pa
 from odfproj.engine.columns import cast, column, literal
 from odfproj.engine.driver_slices import collect_small, driver_codec, driver_writable, write_driver_slice
 from odfproj.engine.errors import InvalidQueryError
+from odfproj.engine.session import in_one_partition, is_small_work_frame
 from odfproj.engine.slices import nullable, number_rows, write_slices
 from odfproj.engine.spark import SparkEngine
 from odfproj.engine.types import arrow_schema_from_spark, spark_type_from_arrow
@@ -104,7 +105,7 @@ def check_result(result: DataFrame, where: str, vocab: Vocab | None = None) -> D
     return result
 
 
-def _canonical_order(state: DataFrame, *, small: bool) -> DataFrame:
+def _canonical_order(state: DataFrame) -> DataFrame:
     """One partition in a total order, so the query sees its input rows in the same order every time.
 
     Floating-point aggregates (sum, avg over DOUBLE) depend on the order values are added in; without
@@ -112,11 +113,11 @@ def _canonical_order(state: DataFrame, *, small: bool) -> DataFrame:
     in the visible value, which breaks `verify --reproduce`. Found on the example project's
     per-cluster average. The price is parallelism inside one transform's input scan.
 
-    ``small`` (small work, :meth:`SparkEngine.small_work`): the partitions are merged without a
-    shuffle (``coalesce``), one task reading them all, which is what such an update does anyway;
-    the sort after it makes the order total all the same.
+    Small work merges the partitions without a shuffle (:func:`in_one_partition`), one task reading
+    them all, which is what such an update does anyway; the sort after it makes the order total all
+    the same.
     """
-    single = state.coalesce(1) if small else state.repartition(1)
+    single = in_one_partition(state) if is_small_work_frame(state) else state.repartition(1)
     return single.sortWithinPartitions(*state.columns)
 
 
@@ -144,11 +145,9 @@ def compute_changes(
 
     vocab = vocab or Vocab()
     input_vocabs = input_vocabs or {}
-    small = engine.is_small_work
     states = {
         alias: _canonical_order(
-            query_state(history, input_vocabs.get(alias, Vocab()), appends_only=alias in appends_only),
-            small=small,
+            query_state(history, input_vocabs.get(alias, Vocab()), appends_only=alias in appends_only)
         )
         for alias, history in inputs.items()
     }
@@ -215,7 +214,9 @@ def _signed(rows: DataFrame, columns: Sequence[str], sign: int) -> DataFrame:
 def _summed(signed: DataFrame, columns: Sequence[str]) -> DataFrame:
     from pyspark.sql import functions as F
 
-    return signed.groupBy(*[column(c) for c in columns]).agg(F.sum(column(COUNT)).alias(COUNT))
+    return (
+        in_one_partition(signed).groupBy(*[column(c) for c in columns]).agg(F.sum(column(COUNT)).alias(COUNT))
+    )
 
 
 def net_changes(counted: DataFrame, columns: Sequence[str]) -> DataFrame:

@@ -90,6 +90,11 @@ def _expr_id(node: PlanNode) -> int | None:
     return int(found["id"]) if isinstance(found, dict) and "id" in found else None
 
 
+#: Nodes whose output is their child's, attribute for attribute (``Repartition``: small work's
+#: ``coalesce(1)`` of every input, :func:`odfproj.engine.session.in_one_partition`).
+_SAME_OUTPUT = frozenset({"Filter", "SubqueryAlias", "ResolvedHint", "View", "Repartition", "Sort"})
+
+
 def _output_ids(node: PlanNode) -> list[int] | None:
     """The exprIds a relation outputs, in order, where the plan says them plainly; else ``None``."""
     if isinstance(node.fields.get("output"), list):
@@ -98,7 +103,7 @@ def _output_ids(node: PlanNode) -> list[int] | None:
     if node.kind == "Project":
         ids = [_expr_id(e) for e in map(_expression, node.fields.get("projectList") or ()) if e is not None]
         return None if None in ids else ids  # type: ignore[return-value]
-    if node.kind in ("Filter", "SubqueryAlias", "ResolvedHint", "View") and len(node.children) == 1:
+    if node.kind in _SAME_OUTPUT and len(node.children) == 1:
         return _output_ids(node.children[0])
     return None
 

@@ -94,6 +94,37 @@ def test_small_work_is_one_interpreted_child_session_for_this_thread_only(engine
         assert scope.session.conf.get(FACTORY_MODE) != "NO_CODEGEN"
 
 
+def test_small_work_plans_no_shuffle_for_a_query_over_files(tmp_path, engine, spark) -> None:
+    """Its frames are one partition the planner knows of (``in_one_partition``): joins and aggregations
+    over them need no exchange, and the update is one stage; large work shuffles as before."""
+    import pyarrow.parquet as pq
+
+    from odfproj.odf import model
+
+    for name, keys in (("a", [1, 2, 2, 3]), ("b", [2, 3, 3, 4])):
+        for part in range(2):
+            (tmp_path / name).mkdir(exist_ok=True)
+            table = pa.table({"k": pa.array(keys, pa.int64()), "v": pa.array([part] * 4, pa.int64())})
+            pq.write_table(table, tmp_path / name / f"{part}.parquet")
+    query = model.TransformSql(
+        engine="spark",
+        query="SELECT a.k, COUNT(*) AS n, SUM(b.v) AS s FROM a JOIN b ON a.k = b.k GROUP BY a.k",
+    )
+
+    def planned() -> tuple[str, list[tuple]]:
+        session = engine.session
+        frames = {name: session.read.parquet(str(tmp_path / name)) for name in ("a", "b")}
+        result = engine.query(frames, query)
+        return result._jdf.queryExecution().executedPlan().toString(), sorted(map(tuple, result.collect()))
+
+    with engine.small_work():
+        small_plan, small_rows = planned()
+    large_plan, large_rows = planned()
+    assert "Exchange" not in small_plan and "Coalesce 1" in small_plan
+    assert "Exchange" in large_plan
+    assert small_rows == large_rows == [(2, 8, 4), (3, 8, 4)]
+
+
 def test_a_small_query_registers_its_views_in_the_threads_own_session(engine, spark) -> None:
     from odfproj.odf import model
 
