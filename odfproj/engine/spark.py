@@ -553,6 +553,11 @@ def check_in_sandbox(session: SparkSession, views: Mapping[str, str], transform:
 SMALL_WORK_RECORDS = 50_000
 
 
+#: Each thread's small-work session (:meth:`SparkEngine._small_session`), with the shared session and
+#: the settings it was made for, and whether a scope of the thread uses it (:meth:`SparkEngine.scope`).
+_SMALL_SESSIONS = threading.local()
+
+
 class SparkEngine:
     """Spark SQL for derivative queries and preprocess steps, each in its own scope."""
 
@@ -581,22 +586,26 @@ class SparkEngine:
 
     def _small_session(self, shared: SparkSession) -> SparkSession:
         """This thread's small-work session: a child of ``shared`` with the small-work settings, made
-        once per thread (again if the shared session changes).
+        once per thread and settings (again if the shared session changes).
 
         One per thread, not one for all: a query's scope can then register its views in the very
         session the thread's frames come from (:meth:`scope`), instead of making a child session per
         query and passing every frame to it through a global temporary view (four catalog commands a
         frame; about 15 ms a query, a tenth of a small update's time, measured on bench_dag's re-run).
-        Two threads never see each other's views. The session goes with its thread.
+        Two threads never see each other's views. Kept by the thread, not by the engine: a run makes an
+        engine per dataset, and a new session (its function registry cloned, its settings applied)
+        cost every update about 5 ms. The session goes with its thread.
         """
-        held: tuple[SparkSession, SparkSession] | None = getattr(self._thread, "small_session", None)
-        if held is None or held[0] is not shared:
+        conf = self._conf()
+        key = tuple(sorted(conf.items()))
+        held: tuple[SparkSession, tuple, SparkSession] | None = getattr(_SMALL_SESSIONS, "held", None)
+        if held is None or held[0] is not shared or held[1] != key:
             small = child_session(shared)
-            apply_sql_conf(small, self._conf())
+            apply_sql_conf(small, conf)
             mark_small_work(small)
-            held = (shared, small)
-            self._thread.small_session = held
-        return held[1]
+            held = (shared, key, small)
+            _SMALL_SESSIONS.held = held
+        return held[2]
 
     @contextmanager
     def small_work(self, small: bool = True) -> Iterator[None]:
@@ -646,14 +655,14 @@ class SparkEngine:
         thread's small-work session itself (already configured), when no other scope of this thread
         uses it; the scope drops its views and puts the session's settings back when it closes."""
         conf = self._conf()
-        if self.is_small_work and not getattr(self._thread, "in_scope", False):
-            self._thread.in_scope = True
+        if self.is_small_work and not getattr(_SMALL_SESSIONS, "in_scope", False):
+            _SMALL_SESSIONS.in_scope = True  # the thread's session, whichever engine opened the scope
             scope = QueryScope(self.session, conf, self.session, configured=True)
             try:
                 yield scope
             finally:
                 scope.close()
-                self._thread.in_scope = False
+                _SMALL_SESSIONS.in_scope = False
             return
         if self.holder.settings.is_connect:
             check: QueryScope | WarmSandbox

@@ -88,6 +88,9 @@ def test_small_work_is_one_interpreted_child_session_for_this_thread_only(engine
         other.join()
         assert seen == [spark]
         assert engine.session is small  # made once
+        another = SparkEngine(engine.holder)  # a run makes an engine per dataset: the thread's session
+        with another.small_work():
+            assert another.session is small
     assert engine.session is spark
     assert spark.conf.get(FACTORY_MODE) != "NO_CODEGEN"
     with engine.scope() as scope:
