@@ -526,8 +526,10 @@ def _join_inputs(engine: SparkEngine, slices: list[InputSlice]) -> list[JoinInpu
     def as_of(s: InputSlice, offset: int | None) -> Callable[[], DataFrame]:
         return lambda: _changelog_to(engine, s, offset)
 
+    def history_appends(s: InputSlice) -> Callable[[], bool]:
+        return lambda: only_appends(changelog_as_of(s.dataset, s.projection.head, s.projection.last_offset))
+
     appending = _appending_only(slices)
-    histories = _history_views(slices)
     return [
         JoinInput(
             s.alias,
@@ -536,7 +538,7 @@ def _join_inputs(engine: SparkEngine, slices: list[InputSlice]) -> list[JoinInpu
             before=as_of(s, s.query_input.prev_offset),
             after=as_of(s, s.projection.last_offset),
             withdraws=s.alias not in appending,
-            appends_only=only_appends(histories[s.alias]),
+            appends_only=history_appends(s),
         )
         for s in slices
     ]

@@ -66,8 +66,9 @@ class JoinInput:
     after: Callable[[], DataFrame]
     #: Whether the new records may withdraw rows (``False``: appends only, its terms withdraw nothing).
     withdraws: bool = True
-    #: Whether every record up to the new offset is an append: its states need no netting.
-    appends_only: bool = False
+    #: Whether every record up to the new offset is an append (its states need no netting); asked only
+    #: when a term reads the input's whole state, as it looks at the footers of all its files.
+    appends_only: Callable[[], bool] = lambda: False
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ def _other_states(
                 states[source.alias] = found
                 continue
         history = source.after() if after else source.before()
-        states[source.alias] = query_state(history, source.vocab, appends_only=source.appends_only)
+        states[source.alias] = query_state(history, source.vocab, appends_only=source.appends_only())
     return states
 
 
