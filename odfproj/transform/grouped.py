@@ -421,11 +421,12 @@ def grouped_changes(
     ``inputs`` are the rows the inputs' new records add and withdraw (as for the stateless path),
     ``result`` the query over the added ones and ``mode`` its classification (``grouped``, checked by
     the caller); ``consumed_states`` gives what the query saw of each input at the consumed offsets
-    (its state, by alias), read only when the group state is missing or stale (its stamp is not the derivative's head); ``join_inputs``
-    gives the inputs as the join path sees them, and ``join_sides`` opens the join index for the
-    aggregation's pre-aggregation join (``None``: the other sides are read whole), both called only for
-    an aggregation over a join. ``None`` when the query is not grouped; a :class:`GroupedUpdate` without
-    changes when it is but this update must run in full.
+    (its state, by alias), read only when the group state is missing or stale (its stamp is not the
+    derivative's head); ``join_inputs`` gives the inputs as the join path sees them, and
+    ``join_sides`` opens the join index for the aggregation's pre-aggregation join (``None``: the
+    other sides are read whole), both called only for an aggregation over a join. ``None`` when the
+    query is not grouped; a :class:`GroupedUpdate` without changes when it is but this update must run
+    in full.
     """
     if mode.mode is not Mode.GROUPED:
         return None
@@ -555,8 +556,8 @@ def keep_group_state(
     """After a full-path commit of a grouped query: store its group state at ``head`` (one pass).
 
     ``states`` gives what the query saw of each input in that commit (its state, by alias; see
-    :func:`~odfproj.state.projections.query_state`); it is called only for a query
-    the split keeps, so every other derivative's commit reads nothing more. Nothing for a query that is
+    :func:`~odfproj.state.projections.query_state`); it is called only for a query the split keeps,
+    so every other derivative's commit reads nothing more. Nothing for a query that is
     not grouped, or that the grouped path cannot keep. ``known``: the query's mode when an earlier
     update classified it (a ``full`` one then costs no analysis); ``remember`` is told the mode found
     otherwise.

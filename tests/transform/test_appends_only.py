@@ -62,30 +62,31 @@ def test_only_appends_reads_the_op_statistics_of_the_slice_files(tmp_path) -> No
     assert not only_appends(_view(ws, after=3))  # a file that holds a -R anywhere says no
 
 
-def test_a_file_without_statistics_is_not_taken_for_appends_only(tmp_path) -> None:
+def _appended(tmp_path) -> ChangelogView:
+    """The view of a root holding one file of appends."""
     ws = Workspace(tmp_path / "ws")
-    root = create_root(ws, "r", ROOT)
-    add_records(root, tmp_path / "s", APPENDS, hours(1))
-    view = _view(ws)
+    add_records(create_root(ws, "r", ROOT), tmp_path / "s", APPENDS, hours(1))
+    return _view(ws)
+
+
+def _with_files(view: ChangelogView, *paths) -> ChangelogView:
+    return ChangelogView(view.dataset, view.block_hash, view.offset, view.schema, paths, None)
+
+
+def test_a_file_without_statistics_is_not_taken_for_appends_only(tmp_path) -> None:
+    view = _appended(tmp_path)
     bare = tmp_path / "bare.parquet"
     pq.write_table(pq.read_table(view.data_paths[0]), bare, write_statistics=False)
-    assert not only_appends(
-        ChangelogView(view.dataset, view.block_hash, view.offset, view.schema, (bare,), None)
-    )
-    assert not only_appends(
-        ChangelogView(view.dataset, view.block_hash, view.offset, view.schema, (tmp_path / "gone",), None)
-    )
+    assert not only_appends(_with_files(view, bare))
+    assert not only_appends(_with_files(view, tmp_path / "gone"))
 
 
 def test_a_file_judged_once_is_judged_again_when_it_changes(tmp_path) -> None:
-    ws = Workspace(tmp_path / "ws")
-    root = create_root(ws, "r", ROOT)
-    add_records(root, tmp_path / "s", APPENDS, hours(1))
-    view = _view(ws)
+    view = _appended(tmp_path)
     copy = tmp_path / "copy.parquet"
     table = pq.read_table(view.data_paths[0])
     pq.write_table(table, copy)
-    mine = ChangelogView(view.dataset, view.block_hash, view.offset, view.schema, (copy,), None)
+    mine = _with_files(view, copy)
     assert only_appends(mine)
     ops = table.column("op").to_pylist()
     pq.write_table(table.set_column(1, "op", pa.array([*ops[:-1], int(R)], pa.int32())), copy)
