@@ -385,7 +385,14 @@ def _incremental_changes(
     if classified.is_stateless:
         assert signed is not None and added is not None
         changes = stateless_changes(
-            engine, transform, signed, added, p.arrow_schema, where=where, vocab=vocab
+            engine,
+            transform,
+            signed,
+            added,
+            p.arrow_schema,
+            where=where,
+            vocab=vocab,
+            constants=classified.constants,
         )
         return _Incremental(changes, "stateless" if changes is not None else "full")
     open_sides = _join_sides_opener(engine, dataset, p, slices)

@@ -448,10 +448,15 @@ def grouped_changes(
             if isinstance(delta, str):
                 return GroupedUpdate(None, delta, str(mode), sides=sides)
         else:
-            delta = SignedRows(
-                _analysed_pre_aggregation(lambda t: engine.query(inputs.added, t), split),
-                engine.query(inputs.withdrawn, split.pre_aggregation_transform()),
+            pre_added = _analysed_pre_aggregation(lambda t: engine.query(inputs.added, t), split)
+            # The pre-aggregation is stateless: over no withdrawn rows it is empty (no second query),
+            # but for a constant relation's rows, which cancel only if both queries run.
+            pre_withdrawn = (
+                engine.query(inputs.withdrawn, split.pre_aggregation_transform())
+                if inputs.withdraws or mode.constants
+                else pre_added.limit(0)
             )
+            delta = SignedRows(pre_added, pre_withdrawn)
         analysed = check_grouped(split, delta.added)
     except NotSplittable as e:
         return GroupedUpdate(None, e.construct, str(mode), sides=sides)

@@ -93,16 +93,20 @@ def stateless_changes(
     *,
     where: str,
     vocab: Vocab | None = None,
+    constants: bool = True,
 ) -> DataFrame | None:
     """The records that bring a stateless derivative up to date from its inputs' new records only.
 
     ``added`` is the query over ``inputs.added``, which the caller classified ``stateless``
-    (:func:`odfproj.transform.modes.query_mode`); ``declared`` is the derivative's data schema. Returns
-    ``op`` and the stored columns (standard names), like
-    :func:`odfproj.transform.execute.compute_changes`, or ``None`` when the full path must be taken.
+    (:func:`odfproj.transform.modes.query_mode`); ``declared`` is the derivative's data schema;
+    ``constants`` whether the query reads a constant relation (the mode's
+    :attr:`~odfproj.transform.modes.QueryMode.constants`). Returns ``op`` and the stored columns
+    (standard names), like :func:`odfproj.transform.execute.compute_changes`, or ``None`` when the
+    full path must be taken.
     """
-    # Q(empty inputs) is empty for a stateless query: no second query when nothing is withdrawn.
-    if not inputs.withdraws:
+    # Q(empty inputs) is empty for a stateless query without constants: no second query when nothing
+    # is withdrawn. A constant's rows are in both queries' results and cancel only if both run.
+    if not inputs.withdraws and not constants:
         return signed_changes(added, None, declared, where=where, vocab=vocab or Vocab())
     withdrawn = engine.query(inputs.withdrawn, transform)
     return signed_changes(added, withdrawn, declared, where=where, vocab=vocab or Vocab())

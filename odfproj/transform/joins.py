@@ -137,8 +137,9 @@ def join_delta(
     earlier update over inputs of the same schemas; without it the first term's plan is classified.
     """
     changed = [i for i, source in enumerate(inputs) if source.new_records is not None]
-    if known is not None:
-        refused = _refused(known, inputs, changed)
+    mode = known
+    if mode is not None:
+        refused = _refused(mode, inputs, changed)
         if refused is not None:  # decided before a term is built
             return refused
     added: list[DataFrame] = []
@@ -149,12 +150,15 @@ def join_delta(
         plus, minus = signed_states(source.new_records, source.vocab, withdraws=source.withdraws)
         others = _other_states(inputs, term, changed, (plus, minus), sides)
         gained = engine.query({**others, source.alias: plus}, transform)
-        if not added and known is None:  # the first term's plan is the query's plan: classify it
-            refused = _refused(query_mode(transform, gained), inputs, changed)
+        if mode is None:  # the first term's plan is the query's plan: classify it
+            mode = query_mode(transform, gained)
+            refused = _refused(mode, inputs, changed)
             if refused is not None:
                 return refused
         added.append(gained)
-        if source.withdraws:  # a term over no withdrawn rows is empty (linear in its input)
+        # A term over no withdrawn rows is empty (linear in its input), but for the rows of constant
+        # relations, which are in both of its queries and cancel only if both run.
+        if source.withdraws or mode.constants:
             withdrawn.append(engine.query({**others, source.alias: minus}, transform))
     if not added:
         return JoinDelta(None)

@@ -69,6 +69,10 @@ class QueryMode:
     #: rows comes from the join's delta rule (:func:`odfproj.transform.joins.join_delta`), not from the
     #: inputs' new records alone.
     over_join: bool = False
+    #: The query reads a constant relation (``VALUES``, a ``SELECT`` of literals, ``range``): over no
+    #: input rows it still has rows, which cancel out of a delta only if its query over the withdrawn
+    #: rows runs too, even when nothing is withdrawn.
+    constants: bool = False
 
     def __str__(self) -> str:
         if self.construct is None:
@@ -157,6 +161,8 @@ class _Classifier:
         self.fixed: set[str] = set()
         #: Whether an aggregation is over a join (:attr:`QueryMode.over_join`).
         self.over_join = False
+        #: Whether a constant relation was met (:attr:`QueryMode.constants`).
+        self.constants = False
 
     def where(self, step: int) -> str:
         return f" in step {step}" if len(self.steps) > 1 else ""
@@ -191,6 +197,7 @@ class _Classifier:
                 raise self.full("a common table expression it cannot follow", step)
             return self.mode(definition, step)
         if kind in _CONSTANTS:
+            self.constants = True
             return Mode.STATELESS
         if kind in _ROW_BY_ROW:
             return self.mode(node.children[0], step)
@@ -326,7 +333,10 @@ def classify_plan(plan_json: str, steps: Sequence[str | None] = (None,)) -> Quer
         over_join = mode is Mode.GROUPED and classifier.over_join
         joined = mode is Mode.JOIN or over_join
         return QueryMode(
-            mode, fixed_inputs=frozenset(classifier.fixed) if joined else frozenset(), over_join=over_join
+            mode,
+            fixed_inputs=frozenset(classifier.fixed) if joined else frozenset(),
+            over_join=over_join,
+            constants=classifier.constants,
         )
     except _Full as e:
         return QueryMode(Mode.FULL, e.construct)

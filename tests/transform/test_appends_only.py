@@ -229,3 +229,41 @@ def test_appended_floats_reach_queries_and_files_as_a_grouping_gives_them(tmp_pa
         map(str, read_records(control.open("d")).drop_columns(["system_time"]).to_pylist())
     )  # the control's input withdraws (netted state): the same records
     assert all(reproduce_all(ws, "d", engine))
+
+
+CONSTANT_QUERIES = {
+    "stateless": "SELECT event_time, k, v FROM r UNION ALL SELECT TIMESTAMP'2020-01-01 00:00:00', 'c', 0",
+    "grouped": (
+        "SELECT MAX(event_time) AS event_time, k, COUNT(*) AS n FROM "
+        "(SELECT event_time, k FROM r UNION ALL SELECT TIMESTAMP'2020-01-01 00:00:00', 'c') GROUP BY k"
+    ),
+    "join": (
+        "SELECT x.event_time, x.k, m.label FROM "
+        "(SELECT event_time, k FROM r UNION ALL SELECT TIMESTAMP'2020-01-01 00:00:00', 'a') x "
+        "JOIN m ON x.k = m.k"
+    ),
+}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("mode", sorted(CONSTANT_QUERIES))
+def test_a_constant_relation_is_counted_once_however_the_appends_come(tmp_path, engine, mode) -> None:
+    """A constant's rows are in the query over the added rows and in the one over the withdrawn rows,
+    and cancel only if both run: appends that withdraw nothing still run the second query then."""
+
+    def make(root: str) -> Workspace:
+        ws = Workspace(tmp_path / root)
+        inputs = {"r": create_root(ws, "r", ROOT), "m": create_root(ws, "m", DIM)}
+        add_records(
+            inputs["m"], tmp_path / root / "s", [(A, 0, "a", "alpha"), (A, 0, "c", "gamma")], hours(1)
+        )
+        used = {k: v for k, v in inputs.items() if k == "r" or mode == "join"}
+        create_derivative(ws, "d", used, (None, CONSTANT_QUERIES[mode]))
+        return ws
+
+    batches = [APPENDS, [(A, 2, "c", 5)], [(A, 3, "a", 6)]]
+    ws, control = make("ws"), make("control")
+    assert run(ws, engine, batches) == ["full", mode, mode]
+    assert run(control, engine, batches, full_refresh=True) == ["full"] * 3
+    assert block_hashes(ws) == block_hashes(control)
+    assert all(reproduce_all(ws, "d", engine))
