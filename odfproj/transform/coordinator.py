@@ -310,9 +310,13 @@ def _changelog_to(engine: SparkEngine, s: InputSlice, offset: int | None) -> Dat
     return read_changelog_frame(engine.session, changelog_as_of(s.dataset, s.projection.head, offset))
 
 
+def _history_view(s: InputSlice) -> ChangelogView:
+    """The input's changelog up to its current head and last offset (what the full path reads)."""
+    return changelog_as_of(s.dataset, s.projection.head, s.projection.last_offset)
+
+
 def _history_views(slices: list[InputSlice]) -> dict[str, ChangelogView]:
-    """Each input's changelog up to its current head and last offset (what the full path reads)."""
-    return {s.alias: changelog_as_of(s.dataset, s.projection.head, s.projection.last_offset) for s in slices}
+    return {s.alias: _history_view(s) for s in slices}
 
 
 def _full_changes(
@@ -534,7 +538,7 @@ def _join_inputs(engine: SparkEngine, slices: list[InputSlice]) -> list[JoinInpu
         return lambda: _changelog_to(engine, s, offset)
 
     def history_appends(s: InputSlice) -> Callable[[], bool]:
-        return lambda: only_appends(changelog_as_of(s.dataset, s.projection.head, s.projection.last_offset))
+        return lambda: only_appends(_history_view(s))
 
     appending = _appending_only(slices)
     return [
