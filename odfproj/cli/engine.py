@@ -9,7 +9,8 @@ import typer
 from odfproj.cli import metavars
 from odfproj.cli.context import CliState
 from odfproj.cli.options import warm_engine
-from odfproj.engine.warm import ServerStatus, warm_choice
+from odfproj.engine.warm.choice import warm_choice
+from odfproj.engine.warm.lifecycle import ServerStatus
 
 app = typer.Typer(
     cls=metavars.Group,

@@ -34,7 +34,7 @@ from odfproj.run.run import (
     Status,
     run_project,
 )
-from odfproj.run.warm_service import WarmRunRefused, WarmRunRequest, run_on_warm_engine, warm_run_refusal
+from odfproj.run.warm_run import WarmRunRefused, WarmRunRequest, run_on_warm_engine, warm_run_refusal
 
 _STYLE = {
     Status.SUCCESS: "green",
@@ -100,7 +100,7 @@ def run(
     }
     with remote, stopped_after(holder), display, graceful_interrupt(on_first) as stop:
         result: RunResult | None = None
-        if warm is None:  # the whole run in the warm engine's server (run.warm_service)
+        if warm is None:  # the whole run in the warm engine's server (run.warm_run)
             answer = run_on_warm_engine(
                 warm_engine(),
                 WarmRunRequest.of(config, request, settings, **options),

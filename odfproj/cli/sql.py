@@ -11,10 +11,10 @@ from odfproj.cli.interrupt import stopped_after
 from odfproj.cli.io import read_input
 from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, as_at_time, project_engine, resolve_workspace
 from odfproj.cli.tables import QueryFormat, print_table
-from odfproj.engine.warm import WarmSessionHolder
+from odfproj.engine.warm.client import WarmSessionHolder
 from odfproj.errors import OdfprojError
 from odfproj.state.views import run_sql
-from odfproj.transform.warm_service import warm_sql
+from odfproj.transform.served_checks import warm_sql
 
 
 def sql(

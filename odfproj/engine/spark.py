@@ -71,7 +71,8 @@ from odfproj.engine.settings import analysis_settings
 from odfproj.engine.slices import rows_per_file
 from odfproj.engine.sql_policy import check_parsed_query
 from odfproj.engine.types import arrow_schema_from_spark, spark_schema_from_arrow
-from odfproj.engine.warm import ServerInfo, WarmSessionHolder, call
+from odfproj.engine.warm.client import WarmSessionHolder, call
+from odfproj.engine.warm.protocol import ServerInfo
 from odfproj.errors import EngineError
 from odfproj.odf import model
 

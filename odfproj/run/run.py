@@ -18,7 +18,7 @@ dataset not started is recorded as ``cancelled``. A ``KeyboardInterrupt`` reachi
 (a second Ctrl-C) abandons the datasets in flight at once: they too are recorded as ``cancelled``,
 the results are written and the interrupt goes on up to the caller, which must end the process
 (worker threads cannot be stopped from outside). A caller that cannot raise in the run's thread and
-does not end its process (the warm engine's server, ``run.warm_service``) sets ``abort`` instead: the
+does not end its process (the warm engine's server, ``run.warm_run``) sets ``abort`` instead: the
 same results, returned, and the workspace lock kept until the abandoned datasets' threads have ended
 (the caller cancels their Spark jobs), so that no later run meets them.
 

@@ -1,4 +1,4 @@
-"""The warm engine (engine/warm.py): one real server on 127.0.0.1 for the module, and its bookkeeping.
+"""The warm engine (engine/warm/): one real server on 127.0.0.1 for the module, and its bookkeeping.
 
 The server is started once, by two leases racing over a stale record (as two commands would), kept up
 by those leases while the tests use it, and its last test lets it stop by itself once idle. What runs on
@@ -28,29 +28,28 @@ from odfproj.cli import options as options_cmd
 from odfproj.engine.errors import InvalidQueryError
 from odfproj.engine.session import SparkSessionHolder, SparkSettings
 from odfproj.engine.settings import analysis_settings
-from odfproj.engine.warm import (
+from odfproj.engine.warm.choice import (
     DIR_ENV,
     IDLE_ENV,
-    STATE_FILE,
     SWITCH_ENV,
-    ServerInfo,
-    WarmEngine,
-    WarmSessionHolder,
     engine_dir,
     idle_timeout,
     warm_choice,
     warm_eligible,
 )
+from odfproj.engine.warm.client import WarmSessionHolder
+from odfproj.engine.warm.lifecycle import WarmEngine
+from odfproj.engine.warm.protocol import STATE_FILE, ServerInfo
 from odfproj.errors import EngineError
 from odfproj.odf import model
 from odfproj.project.config import load_project
-from odfproj.run.warm_service import ENTRY
+from odfproj.run.warm_server import ENTRY
 from odfproj.state.read import read_changelog
 from odfproj.state.views import run_sql
 from odfproj.storage.verify import verify_dataset
 from odfproj.storage.workspace import Workspace
+from odfproj.transform.served_checks import WarmChecks
 from odfproj.transform.validate import query_checker
-from odfproj.transform.warm_service import WarmChecks
 from tests.cli_inprocess import cli_in, run_main_split
 from tests.state.test_views import workspace  # noqa: F401 - the fixture: a project run cold, twice
 from tests.transform.helpers import schema_with

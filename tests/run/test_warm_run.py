@@ -1,4 +1,4 @@
-"""``odfproj run`` on the warm engine (run/warm_service.py): one real server for the module, real commands.
+"""``odfproj run`` on the warm engine (run/warm_run.py): one real server for the module, real commands.
 
 The server is started once in a folder of the module's own (``ODFPROJ_ENGINE_DIR``) and leased while
 the tests use it; every warm run is ``python -m odfproj --warm run`` in a subprocess, as a user runs it,
@@ -25,12 +25,16 @@ import pyarrow.parquet as pq
 import pytest
 
 from odfproj.engine.session import SparkSettings
-from odfproj.engine.warm import DIR_ENV, SWITCH_ENV, ServerInfo, WarmEngine, session_refusal, stream
+from odfproj.engine.warm.choice import DIR_ENV, SWITCH_ENV, session_refusal
+from odfproj.engine.warm.client import stream
+from odfproj.engine.warm.lifecycle import WarmEngine
+from odfproj.engine.warm.protocol import ServerInfo
 from odfproj.errors import EngineError
 from odfproj.project.config import load_project
 from odfproj.project.loader import PlanRequest
 from odfproj.run.run import RUN_RESULTS_FILE
-from odfproj.run.warm_service import ENTRY, needs_spark
+from odfproj.run.warm_run import needs_spark
+from odfproj.run.warm_server import ENTRY
 from odfproj.state.read import read_changelog
 from odfproj.storage.workspace import Workspace
 from tests import manifests

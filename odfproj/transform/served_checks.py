@@ -12,7 +12,7 @@ The checks, the schema and the execution mode are therefore the ones a cold plan
 classic session with the target's settings, the very code a cold ``sql`` runs, and sends the rows back;
 the command imports no Spark client at all.
 
-The server's entry point, which adds ``run`` to these requests, is ``run.warm_service``.
+The server's entry point, which adds ``run`` to these requests, is ``run.warm_server``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ import pyarrow as pa
 from odfproj.engine.session import SparkSessionHolder, SparkSettings
 from odfproj.engine.settings import analysis_settings
 from odfproj.engine.spark import CHECK_QUERY, SparkEngine, check_in_sandbox
-from odfproj.engine.warm import Handler, WarmSessionHolder, call
+from odfproj.engine.warm.client import WarmSessionHolder, call
+from odfproj.engine.warm.server import Handler
 from odfproj.odf import model
 from odfproj.odf.data_schema import Vocab
 from odfproj.state.views import run_sql

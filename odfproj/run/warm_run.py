@@ -1,4 +1,4 @@
-"""``odfproj run`` on the warm engine, and the warm server's entry point.
+"""``odfproj run`` on the warm engine: the command's request and the server's answer to it.
 
 A cold ``run`` starts a JVM of its own (about 20 s before its first dataset on a 2-core machine) and
 plans every Spark query on a cold JIT. Its incremental paths need the analysed plan in-process (py4j),
@@ -24,15 +24,13 @@ second makes it abandon them at once: its Spark jobs (one job group per run) are
 recorded as cancelled, the results are written, and the workspace lock is released only once their
 threads have ended. The server stays up for the next command.
 
-This module is also the server's entry point (``python -m odfproj.run.warm_service serve DIR IDLE``):
-the lowest layer that knows every request the server answers (the checks and ``sql`` of
-``transform.warm_service``, and ``run``).
+The server's entry point, which answers this request beside the plan's checks and ``sql``, is
+:mod:`odfproj.run.warm_server`.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import uuid
 from collections.abc import Callable, Mapping
@@ -42,39 +40,29 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from odfproj.engine.session import SparkSessionHolder, SparkSettings, apply_sql_conf
-from odfproj.engine.warm import (
-    Channel,
-    WarmEngine,
-    serve_main,
-    session_refusal,
-    stream,
-    warm_choice,
-    warm_refusal,
-)
+from odfproj.engine.warm.choice import session_refusal, warm_choice, warm_refusal
+from odfproj.engine.warm.client import stream
+from odfproj.engine.warm.lifecycle import WarmEngine
+from odfproj.engine.warm.server import Channel
 from odfproj.errors import OdfprojError
 from odfproj.plan.model import Ingest, Transform
 from odfproj.plan.sources import plan_project
-from odfproj.project.config import WORKSPACE_ENV, ProjectConfig, load_project
+from odfproj.project.config import ProjectConfig, load_project
 from odfproj.project.loader import PlanRequest
 from odfproj.quality.definitions import load_suite
 from odfproj.run.run import RunEvent, RunResult, Status, run_project
 from odfproj.run.runlog import RUN_THREADS
-from odfproj.transform import warm_service as checks
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
-    "ENTRY",
     "WarmRunRefused",
     "WarmRunRequest",
     "needs_spark",
     "run_on_warm_engine",
     "warm_run_refusal",
 ]
-
-#: The module the warm server runs (``WarmEngine(entry=ENTRY)``).
-ENTRY = "odfproj.run.warm_service"
 
 _RUN = "run_project"
 
@@ -217,7 +205,7 @@ def run_on_warm_engine(
     """``run_project`` in the warm server (found or started, and leased while it runs).
 
     Events arrive on this thread as the run makes them; ``cancel`` and a ``KeyboardInterrupt`` stop it
-    as they stop a cold run (see :func:`odfproj.engine.warm.stream`). The returned result has no
+    as they stop a cold run (see :func:`odfproj.engine.warm.client.stream`). The returned result has no
     ``plan`` (the server keeps it).
     """
     with engine.lease() as info:
@@ -333,13 +321,3 @@ def _pinned(config: ProjectConfig, target: str, workspace: Path) -> ProjectConfi
 def streams() -> dict[str, Callable[..., Any]]:
     """The streaming requests of the warm server."""
     return {_RUN: _serve_run}
-
-
-def main(argv: list[str]) -> int:
-    # The server's own environment is the command's that started it: a run must never see its workspace.
-    os.environ.pop(WORKSPACE_ENV, None)
-    return serve_main(argv, checks.handlers(), checks.warm_up, streams())
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
