@@ -8,8 +8,9 @@ import typer
 
 from odfproj.cli.context import stderr_console
 from odfproj.project.config import load_project
-from odfproj.project.fmt import FormatStatus, format_files
+from odfproj.project.fmt import FormatStatus
 from odfproj.project.validate import expand_paths
+from odfproj.run.fmt import format_files
 
 
 def fmt(

@@ -11,7 +11,7 @@ round-trip mode keeps them, but attaches each full-line comment to the END of th
 its deepest last value). Before moving keys we therefore detach the comment lines that precede each
 key ("leads") and re-attach them in front of the same key at its new place, re-indented.
 
-Safety: a file is written only when re-reading the result with the loader ``validate`` uses gives the
+Safety: a file is rewritten only when re-reading the result with the loader ``validate`` uses gives the
 same data as the original, and, for templates, the same Jinja tags. A Jinja manifest that is not YAML
 on its own (e.g. ``{% if %}`` blocks) is skipped with a warning rather than mangled.
 """
@@ -37,7 +37,6 @@ from odfproj.errors import OdfprojError
 from odfproj.odf import model
 from odfproj.odf.yaml_codec import load_yaml
 from odfproj.project.render import has_jinja
-from odfproj.storage.fsutil import replace_atomic
 
 __all__ = [
     "FormatError",
@@ -45,8 +44,8 @@ __all__ = [
     "FormatResult",
     "FormatStatus",
     "TemplateNotYamlError",
-    "format_files",
     "format_text",
+    "formatted_files",
 ]
 
 _ENVELOPE_ORDER = ("kind", "version", "content")
@@ -356,6 +355,8 @@ class FormatResult:
     """The path as reported to the user."""
     status: FormatStatus
     message: str = ""
+    formatted: bytes | None = None
+    """The canonical bytes of a ``REFORMATTED`` file, for the caller that writes them."""
 
 
 @dataclass(frozen=True)
@@ -374,15 +375,16 @@ class FormatReport:
         return not (self.check and self.with_status(FormatStatus.REFORMATTED))
 
 
-def format_files(
+def formatted_files(
     files: Iterable[Path], *, check: bool = False, display_root: Path | None = None
 ) -> FormatReport:
-    """Format each file in place (or, with ``check``, only tell which would change); never raises for
-    what is in a file: each one gets a ``FormatResult``."""
-    return FormatReport(tuple(_format_file(p, _display(p, display_root), check) for p in files), check)
+    """Each file's canonical form, read and judged but never written (reading a project writes
+    nothing: ``run.fmt.format_files`` writes the ``REFORMATTED`` ones); never raises for what is in a
+    file: each one gets a ``FormatResult``."""
+    return FormatReport(tuple(_format_file(p, _display(p, display_root)) for p in files), check)
 
 
-def _format_file(path: Path, shown: str, check: bool) -> FormatResult:
+def _format_file(path: Path, shown: str) -> FormatResult:
     try:
         raw = path.read_bytes()
     except OSError as e:
@@ -400,9 +402,7 @@ def _format_file(path: Path, shown: str, check: bool) -> FormatResult:
         return FormatResult(path, shown, FormatStatus.FAILED, str(e))
     if formatted.encode("utf-8") == raw:
         return FormatResult(path, shown, FormatStatus.UNCHANGED)
-    if not check:
-        replace_atomic(path, formatted.encode("utf-8"), durable=False)
-    return FormatResult(path, shown, FormatStatus.REFORMATTED)
+    return FormatResult(path, shown, FormatStatus.REFORMATTED, formatted=formatted.encode("utf-8"))
 
 
 def _display(path: Path, root: Path | None) -> str:

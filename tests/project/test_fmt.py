@@ -16,9 +16,9 @@ from odfproj.project.fmt import (
     FormatError,
     FormatStatus,
     TemplateNotYamlError,
-    format_files,
     format_text,
 )
+from odfproj.run.fmt import format_files
 from tests.conftest import REFERENCE_MANIFESTS_DIR
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "example_project" / "datasets"
