@@ -1,7 +1,7 @@
 """The warm engine's life cycle, as commands see it: find, start, lease and stop the server.
 
-See the package's docstring for the locks and the record; the server's own side of the idle stop is
-:func:`~.server._idle_and_unused`.
+See the package's docstring for the locks and the record. The server decides to stop through
+:func:`claim_when_idle`, since whether it may is a question of these same locks.
 """
 
 from __future__ import annotations
@@ -302,3 +302,27 @@ def _end_group(pid: int) -> None:
             except (ProcessLookupError, PermissionError):
                 return
             time.sleep(0.1)
+
+
+def claim_when_idle(directory: Path, info: ServerInfo, idle: float) -> tuple[IO[bytes], IO[bytes]] | None:
+    """In the server: when nothing used it for ``idle`` seconds and no command holds it now, both
+    locks taken, else ``None``.
+
+    ``start.lock`` is taken too (without waiting), so no command is between finding the record and
+    leasing it; the server keeps both handles open until its process exits, with the record already
+    removed, so no command can find and lease a server that is stopping.
+    """
+    try:
+        used = max(info.started, (directory / USED_STAMP).stat().st_mtime)
+    except OSError:
+        used = info.started
+    if time.time() - used < idle:
+        return None
+    starting = try_hold(directory / START_LOCK)
+    if starting is None:
+        return None
+    using = try_hold(directory / USE_LOCK)
+    if using is None:
+        starting.close()
+        return None
+    return starting, using

@@ -26,18 +26,15 @@ from odfproj.engine.session import (
     SparkSessionHolder,
     SparkSettings,
 )
-from odfproj.engine.warm.lifecycle import try_hold
+from odfproj.engine.warm.lifecycle import claim_when_idle
 from odfproj.engine.warm.protocol import (
     ABORT,
     CONNECT_CLIENT_MARKS,
     CONNECT_TOKEN_ENV,
     INTERRUPT,
     SOCKET_FILE,
-    START_LOCK,
     STATE_FILE,
     TOKEN_ENV,
-    USE_LOCK,
-    USED_STAMP,
     ServerInfo,
     last_line_of,
     receive,
@@ -278,7 +275,9 @@ def serve(
             if session._sc._jsc is None:
                 reason = "its JVM ended"
                 break
-            if _idle_and_unused(directory, info, idle):
+            held = claim_when_idle(directory, info, idle)
+            if held is not None:  # kept open (the locks held) until this process exits
+                _HELD.extend(held)
                 reason = f"idle for {idle:.0f} s"
                 break
     finally:
@@ -305,30 +304,7 @@ def _answer_stream(conn: socket.socket, handler: StreamHandler, session: SparkSe
     channel.finish(result)
 
 
-def _idle_and_unused(directory: Path, info: ServerInfo, idle: float) -> bool:
-    """Whether nothing used the server for ``idle`` seconds and no command holds it now.
-
-    ``start.lock`` is taken too (without waiting), so no command is between finding the record and
-    leasing it; both locks stay held until this process exits, with the record already removed.
-    """
-    try:
-        used = max(info.started, (directory / USED_STAMP).stat().st_mtime)
-    except OSError:
-        used = info.started
-    if time.time() - used < idle:
-        return False
-    starting = try_hold(directory / START_LOCK)
-    if starting is None:
-        return False
-    using = try_hold(directory / USE_LOCK)
-    if using is None:
-        starting.close()
-        return False
-    _HELD.extend((starting, using))
-    return True
-
-
-#: Locks the stopping server keeps until it exits.
+#: The locks the stopping server keeps until it exits.
 _HELD: list[IO[bytes]] = []
 
 
