@@ -9,14 +9,28 @@ Bounds, all set by :class:`HttpSettings` (environment variables, see ``docs/guid
 - **Timeouts.** Connecting may take ``connect_timeout`` seconds; each read waits at most
   ``read_timeout`` seconds for the next bytes.
 - **Deadline.** One fetch (every attempt and every wait between them) may take ``deadline`` seconds.
-  Timeouts alone cannot stop a server that trickles a byte every few seconds; the deadline does.
-  Each attempt's timeouts are cut to the time left, so a silent server is also stopped by it; a
-  trickling one is stopped at the first bytes that arrive after it.
-- **Retries.** A 5xx answer, 429 Too Many Requests, a refused or dropped connection and a timeout are
-  tried again, at most ``retries`` times, after ``backoff`` seconds, then twice that, and so on (at
-  most :data:`MAX_BACKOFF`; a server's ``Retry-After`` in seconds is honoured within that cap). A 4xx
-  answer is the request's fault and is never retried. A retry never starts if its wait would pass
-  the deadline.
+  Timeouts alone cannot stop a server that trickles a byte every few seconds; the low-speed rule
+  does, and the deadline stays the outer bound (the only one with the rule off). Each attempt's
+  timeouts are cut to the time left, so a silent server is also stopped by it; a trickling one is
+  stopped at the first bytes that arrive after it.
+- **Low speed.** A body that arrives at under ``low_speed_limit`` bytes a second, averaged over the last
+  ``low_speed_time`` seconds, is stopped (curl's ``--speed-limit`` / ``--speed-time``): the deadline has to
+  be long enough for the largest download, so alone it lets a stalled one hold a run (and the workspace
+  lock) for that long, while a slow but steady download is never stopped by this rule. It is a sliding
+  window (:class:`LowSpeedWindow`) over the bytes received on the wire (before any ``Content-Encoding`` is
+  undone), started when the answer's headers arrive and judged only once the body has lasted a whole
+  window. Silence is the read timeout's job, and it already stops a server that sends nothing; a trickle
+  never trips a read timeout, so the window is judged each time bytes arrive, and a trickle is stopped at
+  its first bytes after the window shows it too slow. ``low_speed_limit`` 0 turns the rule off; the
+  deadline stays the outer bound either way.
+- **Retries.** A 5xx answer, 429 Too Many Requests, a refused or dropped connection, a timeout and a
+  low-speed stop are tried again, at most ``retries`` times, after ``backoff`` seconds, then twice
+  that, and so on (at most :data:`MAX_BACKOFF`; a server's ``Retry-After`` in seconds is honoured
+  within that cap). A 4xx answer is the request's fault and is never retried. A retry never starts
+  if its wait would pass the deadline. A low-speed stop counts as a timeout, as curl's ``--retry``
+  counts it: it says as little about the resource as a read timeout does (a congested path or a
+  stuck server connection, which a new connection often escapes), and the retry count and the
+  deadline bound what the retries can cost (each retry starts the body again from its first byte).
 
 The body is streamed to a ``.part`` file beside the target and renamed when complete, so memory stays
 flat whatever the size and a failure never leaves a half file under the target's name.
@@ -30,6 +44,7 @@ import os
 import socket
 import ssl
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,11 +63,14 @@ __all__ = [
     "ENV_BACKOFF",
     "ENV_CONNECT_TIMEOUT",
     "ENV_DEADLINE",
+    "ENV_LOW_SPEED_LIMIT",
+    "ENV_LOW_SPEED_TIME",
     "ENV_READ_TIMEOUT",
     "ENV_RETRIES",
     "MAX_BACKOFF",
     "HttpResponse",
     "HttpSettings",
+    "LowSpeedWindow",
     "download",
 ]
 
@@ -61,6 +79,8 @@ ENV_READ_TIMEOUT = "ODFPROJ_HTTP_READ_TIMEOUT"
 ENV_DEADLINE = "ODFPROJ_HTTP_DEADLINE"
 ENV_RETRIES = "ODFPROJ_HTTP_RETRIES"
 ENV_BACKOFF = "ODFPROJ_HTTP_BACKOFF"
+ENV_LOW_SPEED_LIMIT = "ODFPROJ_HTTP_LOW_SPEED_LIMIT"
+ENV_LOW_SPEED_TIME = "ODFPROJ_HTTP_LOW_SPEED_TIME"
 
 #: The longest wait between two attempts, whatever the attempt count or a server's Retry-After.
 MAX_BACKOFF = 60.0
@@ -80,6 +100,10 @@ class HttpSettings:
     retries: int = 3
     #: The wait before the first retry; it doubles with each further one.
     backoff: float = 1.0
+    #: Bytes a second a body must average over ``low_speed_time`` seconds; 0 turns the rule off.
+    low_speed_limit: int = 1024
+    #: The window, in seconds, over which ``low_speed_limit`` is averaged.
+    low_speed_time: float = 60.0
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> HttpSettings:
@@ -91,6 +115,8 @@ class HttpSettings:
             deadline=_seconds(environ, ENV_DEADLINE, default.deadline),
             retries=_count(environ, ENV_RETRIES, default.retries),
             backoff=_seconds(environ, ENV_BACKOFF, default.backoff, allow_zero=True),
+            low_speed_limit=_count(environ, ENV_LOW_SPEED_LIMIT, default.low_speed_limit),
+            low_speed_time=_seconds(environ, ENV_LOW_SPEED_TIME, default.low_speed_time),
         )
 
     def wait_before(self, retry: int, retry_after: float | None = None) -> float:
@@ -122,6 +148,49 @@ def _count(environ: Mapping[str, str], name: str, default: int) -> int:
     if not text.isdigit():
         raise IngestError(f"{name}={text!r} is not a whole number, 0 or more")
     return int(text)
+
+
+class LowSpeedWindow:
+    """The bytes a transfer got over its last ``seconds``, judged against ``limit`` bytes a second.
+
+    Fed the transfer's running byte count with the time it was read (any monotonic clock, so a test
+    passes its own times). It keeps one sample per ``seconds / RESOLUTION`` at most, so its memory is
+    bounded however fast the bytes come; the bytes read between two kept samples count until the later
+    sample leaves the window, so the count errs towards more bytes (and a later stop), never fewer.
+    """
+
+    #: Kept samples per window, at most (plus one).
+    RESOLUTION = 64
+
+    __slots__ = ("_samples", "limit", "seconds", "started")
+
+    def __init__(self, limit: int, seconds: float, started: float) -> None:
+        self.limit = limit
+        self.seconds = seconds
+        self.started = started
+        #: (time, bytes so far), oldest first; the first is at or before the window's start.
+        self._samples: deque[tuple[float, int]] = deque([(started, 0)])
+
+    def too_slow(self, total: int, now: float) -> int | None:
+        """Record that ``total`` bytes have arrived by ``now``; the bytes of the last ``seconds`` if they
+        average under ``limit``, else ``None`` (also while the transfer has not lasted a whole window)."""
+        samples = self._samples
+        if now - samples[-1][0] >= self.seconds / self.RESOLUTION:
+            samples.append((now, total))
+        window_start = now - self.seconds
+        while len(samples) > 1 and samples[1][0] <= window_start:
+            samples.popleft()
+        if now - self.started < self.seconds:
+            return None
+        got = total - samples[0][1]
+        return got if got < self.limit * self.seconds else None
+
+    def reason(self, got: int) -> str:
+        """What a stop says: the bytes of the window and the rule, with the variables that set it."""
+        return (
+            f"transferred {got} bytes in the last {self.seconds:g} s, under the low-speed limit of "
+            f"{self.limit} B/s ({ENV_LOW_SPEED_LIMIT} / {ENV_LOW_SPEED_TIME})"
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -242,11 +311,21 @@ def _attempt(
             if status >= 400:
                 _raise_for_status(response)
             target.parent.mkdir(parents=True, exist_ok=True)
+            low_speed = (
+                LowSpeedWindow(settings.low_speed_limit, settings.low_speed_time, time.monotonic())
+                if settings.low_speed_limit > 0
+                else None
+            )
             with open(part, "xb") as out:
                 for piece in response.iter_bytes():
                     out.write(piece)
-                    if time.monotonic() > deadline_at:
+                    now = time.monotonic()
+                    if now > deadline_at:
                         raise _DeadlinePassed
+                    if low_speed is not None:
+                        got = low_speed.too_slow(response.num_bytes_downloaded, now)
+                        if got is not None:
+                            raise _Transient(low_speed.reason(got))
             os.replace(part, target)
             return HttpResponse(
                 not_modified=False,
