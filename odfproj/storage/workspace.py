@@ -16,6 +16,9 @@ but are looked up case-insensitively, like ODF dataset names.
 ``.names/`` lies outside the dataset folders on purpose: ``verify`` compares each dataset's Seed with
 it, so a dataset folder replaced by another dataset's whole chain (which verifies clean on its own)
 is caught.
+
+A workspace made by an odfproj older than the records has datasets and no record at all;
+:meth:`Workspace.adopt_unrecorded` records them once, from each one's Seed and key (see there).
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ import os
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from odfproj.errors import InvalidValueError, StorageError
 from odfproj.odf import model
 from odfproj.odf.flatbuffers_codec import block_hash, encode_block
 from odfproj.odf.identity import DatasetId, DatasetKeyPair
@@ -51,10 +56,43 @@ from odfproj.storage.projection import ProjectionMemo
 #: which cannot start with a dot).
 _CREATING = ".creating-"
 _DELETING = ".deleting-"
+#: Prefix of the folder an adoption writes its records into before renaming it to ``.names``.
+_ADOPTING = ".names.adopting-"
 
 
 #: The second line of a ``.names/`` record for a dataset that arrived by ``odfproj pull``.
 RECEIVED = "received"
+
+#: How many names an adoption's line lists before it only counts the rest.
+_NAMES_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class Adoption:
+    """What adopting a workspace made before name records did (see :meth:`Workspace.adopt_unrecorded`).
+
+    ``adopted``: the datasets recorded; ``left``: (name, why) of each one left unrecorded, for
+    ``verify`` to report.
+    """
+
+    adopted: tuple[str, ...]
+    left: tuple[tuple[str, str], ...] = ()
+
+    def line(self) -> str:
+        """The one line a command says about it."""
+        left = ""
+        if self.left:
+            shown = [f"{name} ({why})" for name, why in self.left[:_NAMES_SHOWN]]
+            more = len(self.left) - _NAMES_SHOWN
+            left = ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+        if not self.adopted:
+            return (
+                f"a workspace made before name records: none of its {len(self.left)} dataset(s) could be "
+                f"adopted, `odfproj verify` reports them: {left}"
+            )
+        noun = "dataset" if len(self.adopted) == 1 else "datasets"
+        line = f"adopted {len(self.adopted)} {noun} of a workspace made before name records (.names/ written)"
+        return f"{line}; left unrecorded for `odfproj verify` to report: {left}" if left else line
 
 
 class Workspace:
@@ -114,6 +152,113 @@ class Workspace:
     def key_path(self, dataset_id: DatasetId) -> Path:
         """Where a dataset's private key is kept: named by the multibase part of its ``did:odf``."""
         return self.keys_dir / f"{dataset_id.as_did_str().removeprefix('did:odf:')}.pem"
+
+    def has_name_records(self) -> bool:
+        """Whether ``.names/`` holds any record: one directory read, stopped at the first entry."""
+        try:
+            with os.scandir(self.names_dir) as entries:
+                return next(entries, None) is not None
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+
+    # --- adopting a workspace made before name records ---------------------------------------------
+
+    def adopt_unrecorded(self) -> Adoption | None:
+        """Record the datasets of a workspace an older odfproj made, before ``.names/`` existed.
+
+        Such a workspace has datasets and no name record at all (no ``.names/``, or an empty one);
+        ``verify`` would report every dataset as unrecorded, and nothing else would ever record them.
+        Each dataset is recorded from its own Seed (the first block of its chain, reached by the
+        walk from the head) once the key ``keys/`` holds under that id is found to derive it, as
+        ``verify`` checks it. A dataset with no key, an unreadable or foreign key, or a chain that
+        cannot be read down to its Seed is left unrecorded, for ``verify`` to report. An odfproj
+        that predates name records also predates ``odfproj pull``, so a dataset without a key was
+        not pulled by odfproj: it is left unrecorded too.
+
+        ``None`` (and nothing written) when the workspace has any record, or no dataset: the check
+        is one directory read of ``.names/`` (plus one of ``datasets/`` when it has no record), so
+        calling it on every command that writes costs nothing. A workspace with some records and
+        some missing is not adopted: that is what ``verify`` exists to report.
+
+        It runs under the names lock, the lock every record is written under (``create``,
+        ``receive``, ``rename``, ``delete``): held for instants, so this never waits for a long
+        ``apply`` or ``run`` holding the workspace lock, and nothing records or removes a name
+        meanwhile. Storage says nothing: the caller (the CLI) shows :meth:`Adoption.line` once.
+        The lock cannot be taken in a read-only workspace: then nothing is adopted (``None``) and
+        ``verify`` reports the datasets as before.
+        """
+        if self.has_name_records() or next(self._dataset_dirs(), None) is None:
+            return None
+        try:
+            with self._names_lock():
+                return self._adopt_locked()
+        except (LockedError, OSError):
+            return None
+
+    def _adopt_locked(self) -> Adoption | None:
+        """Adopt under the names lock (see :meth:`adopt_unrecorded`); re-checks, as anyone may have
+        recorded a name since the caller looked.
+
+        All or nothing: every record is written into a folder beside ``.names/`` that is then
+        renamed onto it (absent or empty, which ``rename(2)`` replaces), so a crash or a full disk
+        never leaves some records, which would make the workspace look adopted with datasets missing.
+        """
+        if self.has_name_records():
+            return None
+        for stray in self.root.glob(f"{_ADOPTING}*"):
+            remove_tree(stray)  # a crashed adoption's; nothing reads it
+        names = self.list_datasets()
+        if not names:
+            return None
+        spellings: dict[str, int] = {}
+        for name in names:
+            spellings[name.lower()] = spellings.get(name.lower(), 0) + 1
+        adopted: list[tuple[str, DatasetId]] = []
+        left: list[tuple[str, str]] = []
+        for name in names:
+            if spellings[name.lower()] > 1:
+                left.append((name, "another folder has the same name in another case"))
+                continue
+            seed_id, why = self._adoptable_id(name)
+            if seed_id is None:
+                left.append((name, why))
+            else:
+                adopted.append((name, seed_id))
+        if adopted:
+            staging = self.root / f"{_ADOPTING}{new_txid()}"
+            try:
+                staging.mkdir()
+                for name, seed_id in adopted:
+                    write_durable(staging / name.lower(), _record_text(seed_id))
+                fsync_dir(staging)
+                os.rename(staging, self.names_dir)
+            except BaseException:
+                remove_tree(staging)
+                raise
+            fsync_dir(self.root)
+        return Adoption(tuple(name for name, _ in adopted), tuple(left))
+
+    def _adoptable_id(self, name: str) -> tuple[DatasetId | None, str]:
+        """The id of ``name``'s Seed if its key under ``keys/`` derives it; else ``None`` and why not."""
+        try:
+            dataset = self.open(name, recover=False)
+            seed: model.MetadataBlock | None = None
+            for _hash, block in dataset.iter_blocks():
+                seed = block
+        except (StorageError, OSError):
+            return None, "its chain cannot be read down to its Seed"
+        if seed is None or not isinstance(seed.event, model.Seed) or seed.sequence_number != 0:
+            return None, "its chain does not start with a Seed"
+        seed_id = seed.event.dataset_id
+        try:
+            key = DatasetKeyPair.from_pem(self.key_path(seed_id).read_bytes())
+        except FileNotFoundError:
+            return None, "no private key"
+        except (OSError, InvalidValueError):
+            return None, "its private key is unreadable"
+        if key.dataset_id != seed_id:
+            return None, "its private key is of another dataset"
+        return seed_id, ""
 
     # --- lookup -------------------------------------------------------------------------------------
 
@@ -299,13 +444,16 @@ class Workspace:
     def _write_name_record(self, name: str, dataset_id: DatasetId, *, received: bool = False) -> None:
         """Record ``name -> id`` before the dataset appears; a stale record of a crashed create is overwritten.
 
-        The first line is the id; a pulled dataset's record has a second line, ``received``.
+        The first line is the id; a pulled dataset's record has a second line, ``received``. Called
+        under the names lock. The first record written into a workspace made before name records
+        adopts its datasets first (:meth:`adopt_unrecorded`): once any record exists, it never would.
         """
+        if not self.has_name_records():
+            self._adopt_locked()
         if not self.names_dir.is_dir():
             self.names_dir.mkdir(parents=True, exist_ok=True)
             fsync_dir(self.root)
-        text = f"{dataset_id.as_did_str()}\n" + (f"{RECEIVED}\n" if received else "")
-        replace_atomic(self.name_record(name), text.encode("ascii"))
+        replace_atomic(self.name_record(name), _record_text(dataset_id, received=received))
 
     def delete(self, name: str) -> None:
         """Delete a dataset's folder (its chain and data). Its private key is kept in ``keys/``.
@@ -414,6 +562,11 @@ class Workspace:
         self.root.mkdir(parents=True, exist_ok=True)
         with file_lock(self.lock_file, purpose=purpose, timeout=timeout, busy=busy):
             yield
+
+
+def _record_text(dataset_id: DatasetId, *, received: bool = False) -> bytes:
+    """A ``.names/`` record: the id, then ``received`` for a pulled dataset."""
+    return (f"{dataset_id.as_did_str()}\n" + (f"{RECEIVED}\n" if received else "")).encode("ascii")
 
 
 def _chain_blocks(
