@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from odfproj.cli.context import CliState
+from odfproj.cli.context import CliState, adopt_old_workspace
 from odfproj.cli.interrupt import stopped_after
 from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, TargetOption, session_holder
 from odfproj.engine.spark import SparkEngine
@@ -45,6 +45,7 @@ def ingest(
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
     config = _project(project, required=workspace is None)
     opened = Workspace(workspace) if workspace is not None else Workspace(config.workspace(target))  # type: ignore[union-attr]
+    adopt_old_workspace(opened)
     if files.count(STDIN) > 1:
         raise OdfprojError("`-` (stdin) may be given only once")
     holder = session_holder(spark_settings(config, target, verbose=state.verbose), state.warm)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from odfproj.cli.context import adopt_old_workspace
 from odfproj.project.config import ProjectConfig
 from odfproj.storage.workspace import Workspace
 
@@ -17,8 +18,11 @@ def synced(
 
     ``writer`` is the lock's purpose (``None``: a reader such as ``plan``, which takes no lock and
     needs only read access). ``data``: also fetch every data object (commands that read data).
-    Nothing happens for a workspace on disk.
+    For a ``writer``, a workspace an older odfproj made is adopted first (see
+    :func:`adopt_old_workspace`); nothing else happens for a workspace on disk.
     """
+    if writer is not None:
+        adopt_old_workspace(Workspace(config.workspace(target)))
     url = config.remote_workspace()
     if url is None:
         yield

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from odfproj.cli.context import CliState, stderr_console
+from odfproj.cli.context import CliState, adopt_old_workspace, stderr_console
 from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, project_engine, resolve_workspace
 from odfproj.errors import OdfprojError
 from odfproj.run.verify import verify_datasets
@@ -44,6 +44,7 @@ def verify(
     if workspace is None and not reproduce and _verify_remote(project, datasets or [], integrity):
         return
     opened = resolve_workspace(workspace, project)
+    adopt_old_workspace(opened)
     names = datasets or opened.list_datasets()
     bad = 0
     count = 0
