@@ -9,9 +9,26 @@ from __future__ import annotations
 
 
 class OdfprojError(Exception):
-    """Base class for every error that is reported to the user as one line."""
+    """Base class for every error that is reported to the user as one line.
+
+    An error crosses a pickle (the warm engine's socket) as what it is: the same class,
+    message (``args``) and attributes, whatever its constructor takes. Python's own pickling rebuilds an
+    exception by calling its class with ``args``, which for a subclass whose constructor takes something
+    else (``ManifestError``'s list of problems, ``UntranslatableQueryError``'s three parts) builds another
+    message or fails; :meth:`__reduce__` rebuilds it without calling the constructor instead.
+    """
 
     exit_code: int = 1
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return _rebuild, (type(self), self.args), self.__dict__ or None
+
+
+def _rebuild(cls: type[OdfprojError], args: tuple[object, ...]) -> OdfprojError:
+    """``cls`` with ``args``, its constructor not called: pickle then restores its attributes."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    return error
 
 
 class InvalidValueError(OdfprojError, ValueError):
