@@ -12,12 +12,18 @@ import importlib
 import inspect
 import pickle
 import pkgutil
+import queue
+import socket
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 import odfproj
-from odfproj.errors import ManifestError, OdfprojError
+from odfproj.engine.warm import client, server
+from odfproj.engine.warm.protocol import ServerInfo, send
+from odfproj.errors import EngineError, ManifestError, OdfprojError
 
 #: Modules that are scripts or need what a test process lacks: none so far (a name here says why).
 _SKIPPED: dict[str, str] = {"odfproj.__main__": "runs the CLI when imported"}
@@ -97,3 +103,74 @@ def test_a_manifest_error_keeps_its_problems_and_its_one_line() -> None:
     assert str(again) == str(one) and "\n" not in str(again) and again.problems == one.problems
     two = ManifestError(["a.yaml:1:1: one", "b.yaml:2:2: two"])
     assert str(pickle.loads(pickle.dumps(two))) == "2 problems:\na.yaml:1:1: one\nb.yaml:2:2: two"
+
+
+# --- a class the receiving side cannot rebuild ------------------------------------------------------------
+
+
+class NeedsTwo(Exception):
+    """Not an OdfprojError: Python's pickling calls it with its message only, which it refuses."""
+
+    def __init__(self, what: str, why: str) -> None:
+        super().__init__(f"{what} failed:\n{why}")
+
+
+def _frame(value: object, answer: Callable[[socket.socket, object], None]) -> bytes:
+    """The bytes ``answer`` writes on a socket for ``value``."""
+    left, right = socket.socketpair()
+    with left, right:
+        answer(left, value)
+        left.shutdown(socket.SHUT_WR)
+        data = b""
+        while chunk := right.recv(1 << 16):
+            data += chunk
+    return data
+
+
+def _call(data: bytes, tmp_path: Path) -> BaseException:
+    """What ``client.call`` raises when the server answers with ``data``."""
+    path = str(tmp_path / "s.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+
+    def answer() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(1 << 16)
+            conn.sendall(data)
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(BaseException) as raised:
+            client.call(ServerInfo(1, 1, "t", path, 0.0, 1.0), "op", timeout=10)
+        return raised.value
+    finally:
+        thread.join(10)
+        listener.close()
+
+
+def test_an_error_that_cannot_be_rebuilt_crosses_as_one_line_with_its_type() -> None:
+    """The server sees that it would not cross: the caller gets its type and first line."""
+    data = _frame(
+        NeedsTwo("the check", "line one\nline two"), lambda conn, e: server.send_answer(conn, (False, e))
+    )
+    ok, value = pickle.loads(data[8:])  # after the frame's length
+    assert not ok and type(value) is EngineError and str(value) == "NeedsTwo: the check failed:"
+
+
+def test_an_error_that_cannot_be_rebuilt_in_the_client_is_one_line(tmp_path) -> None:
+    """A server of another version may still send what this side cannot rebuild."""
+    data = _frame(NeedsTwo("the check", "line one\nline two"), lambda conn, e: send(conn, (False, e)))
+    raised = _call(data, tmp_path)
+    assert type(raised) is EngineError and "\n" not in str(raised)
+    assert str(raised).startswith("the warm engine's answer could not be read: ")
+    stream_frames: queue.Queue = queue.Queue()
+    left, right = socket.socketpair()
+    with left, right:
+        left.sendall(data)
+        left.shutdown(socket.SHUT_WR)
+        client._read_frames(right, stream_frames)  # a streaming request's reader (run)
+    ok, value = stream_frames.get_nowait()
+    assert not ok and type(value) is EngineError and str(value) == str(raised)

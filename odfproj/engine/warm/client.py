@@ -31,7 +31,6 @@ from odfproj.engine.warm.protocol import (
     STOP,
     ServerInfo,
     last_line,
-    receive,
     receive_bytes,
     send,
 )
@@ -54,14 +53,14 @@ def connect(conn: socket.socket, info: ServerInfo) -> None:
 def call(info: ServerInfo, op: str, *args: Any, timeout: float | None = None) -> Any:
     """Ask the server to run ``op(*args)``; its result, or the exception it raised, raised here.
 
-    An exception that cannot cross (a class this side cannot rebuild) arrives as an ``EngineError``
-    with its message.
+    An exception that cannot cross (a class this side cannot rebuild) arrives as a one-line
+    ``EngineError`` (see :func:`~odfproj.engine.warm.server.send_answer`).
     """
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(timeout)
         connect(conn, info)
         send(conn, (op, args))
-        ok, value = receive(conn)
+        ok, value = _loaded(receive_bytes(conn))
     if ok:
         return value
     raise value
@@ -131,13 +130,20 @@ def _read_frames(conn: socket.socket, frames: Any) -> None:
         except (OSError, EOFError) as e:
             frames.put(e)
             return
-        try:
-            frame = pickle.loads(data)  # only this user can reach the socket
-        except Exception as e:  # an exception class this side cannot rebuild: its text, as a last answer
-            frame = (False, EngineError(f"the warm engine's answer could not be read: {e}"))
+        frame = _loaded(data)
         frames.put(frame)
         if frame[0] is not None:
             return
+
+
+def _loaded(data: bytes) -> Any:
+    """A frame's value; one this side cannot rebuild (a server of another version sent a class this
+    one lacks) is a last answer, a one-line ``EngineError``."""
+    try:
+        return pickle.loads(data)  # only this user can reach the socket
+    except Exception as e:
+        text = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
+        return (False, EngineError(f"the warm engine's answer could not be read: {text}"))
 
 
 def _take(

@@ -95,11 +95,7 @@ class Channel:
     def finish(self, result: tuple[bool, Any]) -> None:
         with self._lock:
             self._done = True
-            try:
-                send(self._conn, result)
-            except (OSError, pickle.PicklingError, TypeError, AttributeError):
-                with contextlib.suppress(OSError):
-                    send(self._conn, (False, EngineError(str(result[1]))))
+            send_answer(self._conn, result)
 
     def listen(self) -> None:
         """Read the caller's interrupts until its connection closes (then: abort, unless finished)."""
@@ -117,6 +113,39 @@ class Channel:
                 self.stop.set()
                 if level >= ABORT:
                     self.abort.set()
+
+
+def send_answer(conn: socket.socket, result: tuple[bool, Any]) -> None:
+    """Send a request's last answer, ``(ok, value)``, so that the caller can read it.
+
+    An exception crosses as itself when it can be rebuilt from its pickle (every ``OdfprojError`` can:
+    see :class:`odfproj.errors.OdfprojError`); one that cannot (a library's exception whose constructor
+    wants more than its message, one holding a Java object) crosses as a one-line ``EngineError`` with
+    its type and first line, which is all the caller could have shown of it. Both ends are the same
+    installation, so what rebuilds here rebuilds there. A caller gone away is not an error here.
+    """
+    ok, value = result
+    if not ok and not _rebuilds(value):
+        result = (False, EngineError(_one_line(value)))
+    try:
+        send(conn, result)
+    except (OSError, pickle.PicklingError, TypeError, AttributeError) as e:  # a result that cannot cross
+        with contextlib.suppress(OSError):
+            send(conn, (False, EngineError(f"the warm engine's answer could not be sent: {_one_line(e)}")))
+
+
+def _rebuilds(error: object) -> bool:
+    """Whether ``error``'s pickle gives back an error of its class saying the same."""
+    try:
+        again = pickle.loads(pickle.dumps(error, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:
+        return False
+    return type(again) is type(error) and str(again) == str(error)
+
+
+def _one_line(error: object) -> str:
+    text = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def server_settings() -> SparkSettings:
@@ -251,11 +280,7 @@ def serve(
                 result: tuple[bool, Any] = (True, handler(session, *args))
             except Exception as e:  # every failure is the caller's answer
                 result = (False, e)
-            try:
-                send(conn, result)
-            except (OSError, pickle.PicklingError, TypeError, AttributeError):
-                with contextlib.suppress(OSError):
-                    send(conn, (False, EngineError(str(result[1]))))
+            send_answer(conn, result)
 
     reason = "stopped"
     try:
