@@ -36,11 +36,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 from odfproj.engine.columns import column
 from odfproj.engine.errors import InvalidQueryError
@@ -65,13 +69,20 @@ from odfproj.transform.execute import check_result, net_changes, net_counts
 from odfproj.transform.incremental import SignedInputs, stored_columns
 from odfproj.transform.join_sides import JoinSides
 from odfproj.transform.joins import JoinInput, SignedRows, join_delta
-from odfproj.transform.modes import Mode, QueryMode, query_mode
+from odfproj.transform.modes import Mode, QueryMode, Rewrite, query_mode, sum_hint
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import DataType
 
-__all__ = ["GroupedUpdate", "check_grouped", "checked_mode", "grouped_changes", "keep_group_state"]
+__all__ = [
+    "GroupedUpdate",
+    "Unmergeable",
+    "check_grouped",
+    "checked_mode",
+    "grouped_changes",
+    "keep_group_state",
+]
 
 _TAG = f"{PREFIX}tag"
 _TOUCHED = f"{PREFIX}touched"
@@ -94,6 +105,10 @@ def _e(j: int) -> str:
 
 def _c(j: int) -> str:
     return f"{PREFIX}c{j}"
+
+
+def _unsafe(i: int) -> str:
+    return f"{PREFIX}unsafe{i}"
 
 
 @dataclass(frozen=True)
@@ -127,18 +142,29 @@ class _Analysed:
         return columns
 
 
+class Unmergeable(NotSplittable):
+    """A grouped query whose aggregates' types do not merge exactly, with the rewrite that would make
+    them merge when there is one (every such aggregate a floating-point ``sum``: sum a ``DECIMAL``)."""
+
+    def __init__(self, construct: str, rewrite: Rewrite | None) -> None:
+        super().__init__(construct)
+        self.rewrite = rewrite
+
+
 def check_grouped(split: GroupedQuery, pre: DataFrame) -> _Analysed:
     """The types of ``split``'s aggregates over ``pre``, its analysed pre-aggregation (nothing runs).
 
-    :class:`NotSplittable` for a ``sum`` that is not over integers or decimals: a floating-point sum
-    depends on the order values are added in, so its partials do not merge exactly.
+    :class:`Unmergeable` (a :class:`NotSplittable`) for a ``sum`` that is not over integers or
+    decimals: a floating-point sum depends on the order values are added in, so its partials do not
+    merge exactly; it names the rewrite (a ``DECIMAL`` sum) when every refused aggregate is such a sum.
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     results: list[DataType] = []
     accumulators: list[DataType | None] = []
-    for aggregate in split.aggregates:
+    refused: list[tuple[str, str | None]] = []  # (construct, hint)
+    for j, aggregate in enumerate(split.aggregates):
         if aggregate.kind in ("rows", "count"):
             results.append(T.LongType())
             accumulators.append(None)
@@ -151,14 +177,56 @@ def check_grouped(split: GroupedQuery, pre: DataFrame) -> _Analysed:
             elif isinstance(argument, T.IntegralType):
                 accumulators.append(T.DecimalType(37, 0))
             else:
-                raise NotSplittable(f"sum over {argument.simpleString().upper()}")
+                floating = isinstance(argument, T.DoubleType | T.FloatType)
+                hint = sum_hint(_column_argument(split, j)) if floating else None
+                refused.append((f"sum over {argument.simpleString().upper()}", hint))
+                continue
             results.append(pre.select(F.sum(column(aggregate.argument))).schema[0].dataType)
         else:
             if isinstance(argument, T.MapType):
-                raise NotSplittable(f"{aggregate.kind} over a map")
+                refused.append((f"{aggregate.kind} over a map", None))
+                continue
             results.append(argument)
             accumulators.append(None)
+    if refused:
+        hints = [hint for _, hint in refused]
+        rewrite = None
+        if all(hints):
+            rewrite = Rewrite(
+                "; ".join(dict.fromkeys(h for h in hints if h)), Mode.GROUPED, frozenset({"decimal_sum"})
+            )
+        raise Unmergeable(refused[0][0], rewrite)
     return _Analysed(split, tuple(results), tuple(accumulators))
+
+
+def _argument_sql(split: GroupedQuery, j: int) -> str | None:
+    """The SQL of aggregate ``j``'s argument as the query writes it (from the pre-aggregation), or ``None``."""
+    name = split.aggregates[j].argument
+    if name is None:
+        return None
+    try:
+        statement = sqlglot.parse_one(split.pre_aggregation, read="spark")
+    except SqlglotError:
+        return None
+    for expression in statement.expressions:
+        if isinstance(expression, exp.Alias) and expression.alias == name:
+            return expression.this.sql(dialect="spark")
+    return None
+
+
+def _column_argument(split: GroupedQuery, j: int) -> str | None:
+    """Aggregate ``j``'s argument when it is a plain column (a hint names it), else ``None``."""
+    sql = _argument_sql(split, j)
+    return sql if sql is not None and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", sql) else None
+
+
+def _call(split: GroupedQuery, j: int) -> str:
+    """Aggregate ``j`` as a reason names it: ``min(v)``, or ``the 2nd aggregate's min`` for a long argument."""
+    aggregate = split.aggregates[j]
+    sql = _argument_sql(split, j)
+    if sql is not None and len(sql) <= 60:
+        return f"{aggregate.kind}({sql})"
+    return f"{aggregate.kind} (aggregate {j + 1})"
 
 
 def grouped_split(
@@ -195,8 +263,12 @@ def checked_mode(
         split = split_grouped(transform)
         check_grouped(split, _analysed_pre_aggregation(run, split))
     except NotSplittable as e:
-        return QueryMode(Mode.FULL, e.construct)
+        return QueryMode(Mode.FULL, e.construct, rewrite=_rewrite_of(e))
     return mode
+
+
+def _rewrite_of(e: NotSplittable) -> Rewrite | None:
+    return e.rewrite if isinstance(e, Unmergeable) else None
 
 
 def _partials(pre: DataFrame, analysed: _Analysed) -> DataFrame:
@@ -230,8 +302,11 @@ def _partials(pre: DataFrame, analysed: _Analysed) -> DataFrame:
     return frame.groupBy(*keys).agg(*sums)
 
 
-def _merged(old: DataFrame, added: DataFrame, withdrawn: DataFrame, analysed: _Analysed) -> DataFrame:
-    """Per group: the old partials (prefixed by tag 0), the new ones, whether touched, whether unsafe.
+def _merged(
+    old: DataFrame, added: DataFrame, withdrawn: DataFrame, analysed: _Analysed
+) -> tuple[DataFrame, tuple[str, ...]]:
+    """Per group: the old partials (prefixed by tag 0), the new ones, whether touched, whether unsafe;
+    and the reasons a group can be unsafe, each flagged in its own column (:func:`_unsafe`).
 
     Unsafe: a min/max lost every row at its extreme while other values remain (the new extreme is
     unknown without the group's rows), a sum left its accumulator's or result type's range, or a count
@@ -274,12 +349,13 @@ def _merged(old: DataFrame, added: DataFrame, withdrawn: DataFrame, analysed: _A
         return counted(name, _OLD) + counted(name, _ADDED) - counted(name, _WITHDRAWN)
 
     new: dict[str, Column] = {ROWS: net(ROWS)}
-    unsafe = [net(ROWS) < 0]
+    negative = "a group lost more rows than it held (an input withdrew rows it never added)"
+    unsafe: list[tuple[str, Column]] = [(negative, net(ROWS) < 0)]
     for j, aggregate in enumerate(split.aggregates):
         if aggregate.kind == "rows":
             continue
         new[_n(j)] = net(_n(j))
-        unsafe.append(new[_n(j)] < 0)
+        unsafe.append((negative, new[_n(j)] < 0))
         accumulator = analysed.accumulators[j]
         if accumulator is not None:
             zero = F.lit(0).cast(accumulator)
@@ -287,9 +363,15 @@ def _merged(old: DataFrame, added: DataFrame, withdrawn: DataFrame, analysed: _A
                 F.coalesce(value(_s(j), _OLD), zero)
                 + F.coalesce(value(_s(j), _ADDED), zero)
                 - F.coalesce(value(_s(j), _WITHDRAWN), zero)
-            ).cast(accumulator)
+            ).try_cast(accumulator)  # null when out of range, also in an ANSI session: the full path runs
             new[_s(j)] = F.when(new[_n(j)] > 0, total)
-            unsafe.append((new[_n(j)] > 0) & (total.isNull() | total.cast(analysed.results[j]).isNull()))
+            result = analysed.results[j].simpleString().upper()
+            unsafe.append(
+                (
+                    f"{_call(split, j)} of a group left the range of its type {result}",
+                    (new[_n(j)] > 0) & (total.isNull() | total.try_cast(analysed.results[j]).isNull()),
+                )
+            )
         elif aggregate.kind in ("min", "max"):
             old_extreme, old_count = value(_e(j), _OLD), counted(_c(j), _OLD)
             gone = value(_e(j), _WITHDRAWN)
@@ -301,11 +383,16 @@ def _merged(old: DataFrame, added: DataFrame, withdrawn: DataFrame, analysed: _A
             # Every old row at the extreme withdrawn, others left, no added value at least as good:
             # the new extreme is among the old rows, which are not kept.
             replaced = F.coalesce((came_count > 0) & (better | (came == old_extreme)), F.lit(False))
+            extreme = "minimum" if aggregate.kind == "min" else "maximum"
             unsafe.append(
-                (old_count > 0)
-                & (left <= 0)
-                & (counted(_n(j), _OLD) - counted(_n(j), _WITHDRAWN) > 0)
-                & ~replaced
+                (
+                    f"{_call(split, j)}: a group lost its last row at its {extreme} while other rows "
+                    f"remain (its new {extreme} is not known without them)",
+                    (old_count > 0)
+                    & (left <= 0)
+                    & (counted(_n(j), _OLD) - counted(_n(j), _WITHDRAWN) > 0)
+                    & ~replaced,
+                )
             )
             new[_e(j)] = (
                 F.when(came_count <= 0, F.when(left > 0, old_extreme))
@@ -324,16 +411,21 @@ def _merged(old: DataFrame, added: DataFrame, withdrawn: DataFrame, analysed: _A
         value(_TAG, _WITHDRAWN), F.lit(False)
     )
     any_unsafe = F.lit(False)
-    for condition in unsafe:
-        any_unsafe = any_unsafe | F.coalesce(condition, F.lit(False))
-    return gathered.select(
+    flags = []
+    for i, (_, condition) in enumerate(unsafe):
+        flag = F.coalesce(condition, F.lit(False))
+        any_unsafe = any_unsafe | flag
+        flags.append(flag.alias(_unsafe(i)))
+    merged = gathered.select(
         *[column(k) for k in keys],
         *[value(c, _OLD).alias(tagged_name(c, _OLD)) for c in partials],
         F.coalesce(value(_TAG, _OLD), F.lit(False)).alias(tagged_name(_TAG, _OLD)),
         *[expression.alias(name) for name, expression in new.items()],
         touched.alias(_TOUCHED),
         any_unsafe.alias(_UNSAFE),
+        *flags,
     )
+    return merged, tuple(reason for reason, _ in unsafe)
 
 
 def _values(groups: DataFrame, analysed: _Analysed) -> DataFrame:
@@ -382,6 +474,9 @@ class GroupedUpdate:
     #: The join index an aggregation over a join read the other sides through (opened for its
     #: pre-aggregation join), to be advanced once the block is committed; ``None``: none was used.
     sides: JoinSides | None = None
+    #: The query's mode when the analysed types make it ``full`` (``sum over DOUBLE``, with its hint):
+    #: not this update's reason but every update's; ``None`` when the types let it be grouped.
+    query_mode: QueryMode | None = None
 
     def keep(self, dataset: Dataset, head: Multihash) -> None:
         """Store the groups as the state at ``head``, the block just committed."""
@@ -458,15 +553,19 @@ def grouped_changes(
             )
             delta = SignedRows(pre_added, pre_withdrawn)
         analysed = check_grouped(split, delta.added)
-    except NotSplittable as e:
-        return GroupedUpdate(None, e.construct, str(mode), sides=sides)
+    except NotSplittable as e:  # the types say full: that is the query's mode, not this update's
+        full = QueryMode(Mode.FULL, e.construct, rewrite=_rewrite_of(e))
+        return GroupedUpdate(None, e.construct, str(mode), sides=sides, query_mode=full)
     added = _partials(delta.added, analysed)
     withdrawn = _partials(delta.withdrawn, analysed)
     old = _stored_groups(engine, analysed, dataset, consumed_states)
-    merged = _merged(old, added, withdrawn, analysed).localCheckpoint()
+    merged, reasons = _merged(old, added, withdrawn, analysed)
+    merged = merged.localCheckpoint()
     touched = merged.where(column(_TOUCHED))
-    if touched.where(column(_UNSAFE)).limit(1).count():
-        why = "a group lost the last row at its min/max, or a sum left its type's range"
+    flags = touched.where(column(_UNSAFE)).select(*[column(_unsafe(i)) for i in range(len(reasons))])
+    unsafe = flags.limit(1).collect()  # one job, as counting it was; its flags say which case it is
+    if unsafe:
+        why = next((reason for reason, flag in zip(reasons, unsafe[0], strict=True) if flag), reasons[0])
         return GroupedUpdate(None, why, str(mode), sides=sides)
     partials = analysed.partial_columns()
     keys = analysed.split.keys
