@@ -38,8 +38,6 @@ SIDEWAYS = frozenset({("ingest", "state"), ("transform", "state")})
 #: Lower layers a package may not import although the order would allow it, with the reason in
 #: architecture.md: reading a project writes nothing, so ``project`` never reaches the workspace's files.
 SKIPPED = frozenset({("project", "storage")})
-#: Single modules allowed across the middle layer, with the reason in architecture.md.
-EXCEPTIONS = frozenset({("odfproj.transform.validate", "odfproj.ingest.validate")})
 
 
 def module_name(path: Path) -> str:
@@ -84,7 +82,7 @@ def forbidden_edges(graph: Mapping[str, set[str]]) -> list[str]:
         here = _package(source)
         for target in sorted(targets):
             there = _package(target)
-            if target in BASE or here == there or (source, target) in EXCEPTIONS:
+            if target in BASE or here == there:
                 continue
             if here is None:  # odfproj/__main__.py and friends: the entry point may import anything
                 continue

@@ -15,11 +15,11 @@ from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, TargetOption, sess
 from odfproj.engine.spark import SparkEngine
 from odfproj.errors import OdfprojError
 from odfproj.ingest.push import ingest_push
+from odfproj.plan.engine_checks import query_checker
 from odfproj.project.config import ProjectConfig, load_project, spark_settings
 from odfproj.project.loader import PlanRequest
 from odfproj.run.pending import apply_pending
 from odfproj.storage.workspace import Workspace
-from odfproj.transform.validate import query_checker
 
 STDIN = "-"
 

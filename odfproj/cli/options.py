@@ -22,13 +22,13 @@ from odfproj.engine.warm.client import WarmSessionHolder
 from odfproj.engine.warm.lifecycle import WarmEngine
 from odfproj.errors import InvalidValueError, OdfprojError
 from odfproj.odf.timestamps import parse_rfc3339
+from odfproj.plan.engine_checks import query_checker
 from odfproj.plan.queries import QueryChecker
+from odfproj.plan.served_checks import WarmChecks
 from odfproj.project.config import ProjectConfig, ProjectError, load_project, spark_settings
 from odfproj.project.loader import PlanRequest
 from odfproj.run.warm_server import ENTRY as WARM_ENTRY
 from odfproj.storage.workspace import Workspace
-from odfproj.transform.served_checks import WarmChecks
-from odfproj.transform.validate import query_checker
 
 PROJECT_HELP = "Project folder (default: found by walking up from the current folder)."
 WORKSPACE_HELP = "Workspace folder (default: the project's, usually .odf/ in the project)."
@@ -205,7 +205,7 @@ def query_checker_for(
 
     The session is the sandbox of ``engine.settings.analysis_settings``: plan runs on untrusted pull
     requests, so no target's master or ``spark_conf`` reaches it. On the warm engine the same checks
-    run in its server, with those settings (``transform.served_checks``). The caller stops the returned
+    run in its server, with those settings (``plan.served_checks``). The caller stops the returned
     holder when done (it is only started, or the server only found, if some query changed).
     """
     if not validate:

@@ -13,8 +13,8 @@ from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, as_at_time, projec
 from odfproj.cli.tables import QueryFormat, print_table
 from odfproj.engine.warm.client import WarmSessionHolder
 from odfproj.errors import OdfprojError
+from odfproj.plan.served_checks import warm_sql
 from odfproj.state.views import run_sql
-from odfproj.transform.served_checks import warm_sql
 
 
 def sql(

@@ -51,6 +51,7 @@ from odfproj.engine.spark import SparkEngine
 from odfproj.errors import OdfprojError
 from odfproj.ingest.pipeline import ingest_polling
 from odfproj.odf.timestamps import format_rfc3339
+from odfproj.plan.engine_checks import query_checker
 from odfproj.plan.model import Action, DataStep, Ingest, Plan
 from odfproj.plan.sources import plan_project
 from odfproj.project.config import ProjectConfig
@@ -63,7 +64,6 @@ from odfproj.run.runlog import RUN_THREADS, log_path, run_log
 from odfproj.storage.fsutil import replace_atomic
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.coordinator import update_derivative
-from odfproj.transform.validate import query_checker
 
 __all__ = [
     "RUN_RESULTS_FILE",

@@ -1,7 +1,7 @@
 """The warm engine's server process: ``python -m odfproj.run.warm_server serve DIR IDLE``.
 
 The entry point is the lowest layer that knows every request the server answers: the plan's checks
-and ``sql`` (:mod:`odfproj.transform.served_checks`) and ``run`` (:mod:`odfproj.run.warm_run`). The
+and ``sql`` (:mod:`odfproj.plan.served_checks`) and ``run`` (:mod:`odfproj.run.warm_run`). The
 server itself (its JVM, socket, idle stop) is :mod:`odfproj.engine.warm.server`'s.
 """
 
@@ -11,9 +11,9 @@ import os
 import sys
 
 from odfproj.engine.warm.server import serve_main
+from odfproj.plan import served_checks
 from odfproj.project.config import WORKSPACE_ENV
 from odfproj.run.warm_run import streams
-from odfproj.transform import served_checks
 
 __all__ = ["ENTRY", "main"]
 

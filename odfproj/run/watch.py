@@ -53,13 +53,13 @@ from watchdog.observers.api import BaseObserver, ObservedWatch
 from odfproj.engine.session import SparkSessionHolder
 from odfproj.engine.spark import SparkEngine
 from odfproj.errors import ManifestError, OdfprojError
+from odfproj.plan.engine_checks import query_checker
 from odfproj.plan.model import Plan
 from odfproj.plan.queries import QueryChecker
 from odfproj.plan.sources import ProjectSnapshot, plan_project
 from odfproj.project.config import CONFIG_FILE, ProjectConfig, load_project
 from odfproj.project.loader import PlanRequest
 from odfproj.run.run import RunEvent, RunResult, run_project
-from odfproj.transform.validate import query_checker
 
 __all__ = [
     "DEBOUNCE_SECONDS",

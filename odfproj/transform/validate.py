@@ -1,6 +1,7 @@
 """Validate Query for derivatives: the data schema a query would produce, from its inputs' schemas only.
 
-``plan`` uses it to check a changed query before anything is appended (spec: Query Evolution): the
+``plan`` uses it (:mod:`odfproj.plan.engine_checks`) to check a changed query before anything is
+appended (spec: Query Evolution): the
 query is analysed over *empty* inputs that have the inputs' schemas, so no data is read and nothing a
 manifest names is executed. The checks are the ones a live update makes (statement kind, forbidden
 functions, ``event_time``, reserved and duplicate names), because both go through the same engine
@@ -11,9 +12,7 @@ written data file's (:func:`odfproj.transform.execute.output_schema`), so it com
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -26,8 +25,6 @@ from odfproj.engine.types import (
     arrow_schema_from_spark,
     spark_schema_from_arrow,
 )
-from odfproj.errors import EngineError
-from odfproj.ingest.validate import source_data_schema
 from odfproj.odf import data_schema, model
 from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_TIME, Vocab
 from odfproj.transform.errors import TransformError
@@ -38,7 +35,7 @@ from odfproj.transform.modes import CheckedQuery, query_mode
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["EngineChecks", "check_derivative_query", "query_checker", "state_schema"]
+__all__ = ["check_derivative_query", "state_schema"]
 
 
 def state_schema(data: pa.Schema) -> pa.Schema:
@@ -95,53 +92,3 @@ def _refuse_unstorable(result: DataFrame, where: str) -> None:
                 f"{column.dataType.simpleString()}, which ODF data cannot store; cast or convert it "
                 "(for example to_json(...) for a variant)"
             ) from None
-
-
-@dataclass(frozen=True)
-class EngineChecks:
-    """A ``plan.queries.QueryChecker``: a derivative's query (called) and a root's ingest (``source_schema``).
-
-    The engine's session starts on the first check, so a plan without a changed query starts no JVM.
-    """
-
-    engine: SparkEngine
-
-    def __call__(
-        self,
-        dataset: str,
-        transform: model.Transform,
-        inputs: Mapping[str, pa.Schema],
-        vocab: Vocab | None = None,
-    ) -> CheckedQuery:
-        with _validating(dataset):
-            return check_derivative_query(
-                self.engine, transform, inputs, where=f"dataset {dataset}", vocab=vocab
-            )
-
-    def source_schema(
-        self,
-        dataset: str,
-        source: model.SetPollingSource | model.AddPushSource,
-        vocab: model.SetVocab | None,
-    ) -> pa.Schema | None:
-        """The root's first data schema from its read schema and preprocess query (see ingest.validate)."""
-        with _validating(dataset):
-            return source_data_schema(self.engine, source, vocab, where=f"dataset {dataset}")
-
-
-@contextmanager
-def _validating(dataset: str) -> Iterator[None]:
-    """An invalid query stays the dataset's refusal; any other engine failure says the check could not run."""
-    try:
-        yield
-    except InvalidQueryError:
-        raise
-    except EngineError as e:
-        raise EngineError(
-            f"dataset {dataset}: cannot validate its query: {e} (--no-validate-queries plans without the engine)"
-        ) from None
-
-
-def query_checker(engine: SparkEngine) -> EngineChecks:
-    """A ``plan.queries.QueryChecker`` on ``engine``: its session starts on the first changed query."""
-    return EngineChecks(engine)

@@ -42,14 +42,14 @@ from odfproj.engine.warm.lifecycle import WarmEngine
 from odfproj.engine.warm.protocol import STATE_FILE, ServerInfo
 from odfproj.errors import EngineError
 from odfproj.odf import model
+from odfproj.plan.engine_checks import query_checker
+from odfproj.plan.served_checks import WarmChecks
 from odfproj.project.config import load_project
 from odfproj.run.warm_server import ENTRY
 from odfproj.state.read import read_changelog
 from odfproj.state.views import run_sql
 from odfproj.storage.verify import verify_dataset
 from odfproj.storage.workspace import Workspace
-from odfproj.transform.served_checks import WarmChecks
-from odfproj.transform.validate import query_checker
 from tests.cli_inprocess import cli_in, run_main_split
 from tests.state.test_views import workspace  # noqa: F401 - the fixture: a project run cold, twice
 from tests.transform.helpers import schema_with

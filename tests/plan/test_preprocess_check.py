@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from odfproj.plan.engine_checks import query_checker
 from odfproj.plan.model import Action
 from odfproj.plan.sources import PlanRequest, plan_project
 from odfproj.project.config import load_project
 from odfproj.run.run import run_project
 from odfproj.state.read import read_changelog
 from odfproj.storage.workspace import Workspace
-from odfproj.transform.validate import query_checker
 from tests.spark_helpers import RecordingHolder
 
 pytestmark = pytest.mark.spark

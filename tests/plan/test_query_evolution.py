@@ -16,6 +16,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from odfproj.plan.engine_checks import query_checker
 from odfproj.plan.model import Action, Transform
 from odfproj.plan.planfile import plan_from_data, plan_schema, plan_to_data, plan_to_json
 from odfproj.plan.render import MODE_UNKNOWN, render_text
@@ -25,7 +26,6 @@ from odfproj.run.run import run_project
 from odfproj.state.read import read_changelog
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.reproduce import reproduce_all
-from odfproj.transform.validate import query_checker
 from tests import manifests
 from tests.spark_helpers import RecordingHolder
 

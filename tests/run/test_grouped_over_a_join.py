@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from odfproj.plan.engine_checks import query_checker
 from odfproj.plan.model import Transform
 from odfproj.plan.render import render_text
 from odfproj.plan.sources import PlanRequest, plan_project
 from odfproj.project.config import load_project
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.reproduce import reproduce_all
-from odfproj.transform.validate import query_checker
 from tests import manifests
 from tests.cli_inprocess import cli_in
 from tests.transform.helpers import current_rows

@@ -23,12 +23,12 @@ import pytest
 from odfproj.engine.session import SparkSettings
 from odfproj.engine.settings import ALLOWED_SPARK_CONF, analysis_settings, target_settings
 from odfproj.errors import EngineError
+from odfproj.plan.engine_checks import query_checker
 from odfproj.plan.model import Action
 from odfproj.plan.sources import PlanRequest, plan_project
 from odfproj.project.config import CONFIG_FILE, ProjectError, load_project, parse_config
 from odfproj.run.run import run_project
 from odfproj.storage.workspace import Workspace
-from odfproj.transform.validate import query_checker
 from tests.conftest import REPO_DIR
 from tests.plan.test_query_evolution import ROOT
 from tests.security.sec_engine_helpers import SilentListener, java_witness, odfproj, odfproj_each

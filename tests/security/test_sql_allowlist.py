@@ -5,7 +5,7 @@ plan merely *analysed* the query (Spark folds it to a constant), the XSD's exter
 ``xs:include`` then reading files and fetching URLs. The query checker now accepts only allowlisted
 functions, plan nodes and options, on the parsed plan before analysis, at plan and at run alike.
 
-Every vector goes through both paths: the plan's query checker (``transform.validate.query_checker``)
+Every vector goes through both paths: the plan's query checker (``plan.engine_checks.query_checker``)
 and the run's ``SparkEngine.query`` followed by a collect. Each must be refused as one line naming the
 culprit (plan shows it on the dataset's step, run on the dataset's result), and four witnesses must
 stay untouched: a listener on 127.0.0.1 that the XSDs and entities point at, a marker file a command
@@ -24,7 +24,7 @@ import pytest
 from odfproj.engine.errors import InvalidQueryError
 from odfproj.engine.spark import SparkEngine
 from odfproj.odf import data_schema, model
-from odfproj.transform.validate import query_checker
+from odfproj.plan.engine_checks import query_checker
 from tests.security.sec_engine_helpers import SilentListener
 
 pytestmark = pytest.mark.spark

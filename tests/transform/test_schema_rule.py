@@ -7,11 +7,11 @@ from datetime import timedelta
 import pyarrow as pa
 import pytest
 
+from odfproj.plan.engine_checks import query_checker
 from odfproj.plan.evolution import schema_change
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.coordinator import update_derivative
 from odfproj.transform.errors import TransformError
-from odfproj.transform.validate import query_checker
 from tests.transform.helpers import (
     T0,
     add_records,

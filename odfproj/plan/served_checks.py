@@ -4,7 +4,7 @@ its entry point.
 ``plan`` (and ``apply`` re-planning) checks a changed query in the analysis sandbox: a local JVM with
 fixed, locked-down settings, started for that one command. With the warm engine, the same checks run in
 the warm server's JVM instead (``engine.warm``): :class:`WarmChecks` sends each one there and the server
-runs :class:`~odfproj.transform.validate.EngineChecks` itself, on its classic session with the sandbox's
+runs :class:`~odfproj.plan.engine_checks.EngineChecks` itself, on its classic session with the sandbox's
 settings (``engine.settings.analysis_settings``: nothing from the project, no master, no ``spark_conf``).
 The checks, the schema and the execution mode are therefore the ones a cold plan finds, by construction.
 
@@ -32,10 +32,10 @@ from odfproj.engine.warm.client import WarmSessionHolder, call
 from odfproj.engine.warm.server import Handler
 from odfproj.odf import model
 from odfproj.odf.data_schema import Vocab
+from odfproj.plan.engine_checks import EngineChecks
 from odfproj.state.views import run_sql
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.modes import CheckedQuery
-from odfproj.transform.validate import EngineChecks
 
 __all__ = ["WarmChecks", "handlers", "warm_sql"]
 
