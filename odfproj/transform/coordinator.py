@@ -38,7 +38,7 @@ from odfproj.errors import OdfprojError
 from odfproj.odf import model
 from odfproj.odf.data_schema import Vocab
 from odfproj.odf.multiformats import Multihash
-from odfproj.odf.timestamps import to_utc
+from odfproj.odf.timestamps import format_rfc3339, to_utc
 from odfproj.state.frames import (
     ChangelogView,
     changelog_as_of,
@@ -50,10 +50,11 @@ from odfproj.state.projections import query_state
 from odfproj.storage.data_commit import commit_data, next_offset
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.projection import ChainProjection, InputPosition
+from odfproj.storage.update_record import UpdateRecord, transform_block, write_update_record
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.errors import TransformError
 from odfproj.transform.execute import compute_changes, write_changes
-from odfproj.transform.grouped import GroupedUpdate, grouped_changes, keep_group_state
+from odfproj.transform.grouped import GroupedUpdate, checked_mode, grouped_changes, keep_group_state
 from odfproj.transform.incremental import signed_inputs, stateless_changes
 from odfproj.transform.inputs import resolve_inputs
 from odfproj.transform.join_sides import IndexedInput, JoinSides, keep_join_index, open_join_sides
@@ -83,9 +84,15 @@ class TransformOutcome:
     #: states), ``grouped over a join`` (per-group partials and the join's delta), ``full`` (recompute
     #: and diff), or ``""`` when no query ran.
     mode: str = ""
-    #: Why an incremental mode ran in full this time (``input d on the optional side of an outer join has
-    #: new records``), or ``""``; the reason ends with it too.
+    #: Why the update took the full path (``""`` for another): the construct that makes the query
+    #: ``full`` (``window function``), or this update's own reason (``it had no data yet``, ``input d on
+    #: the optional side of an outer join has new records``); the reason ends with it too.
     why_full: str = ""
+    #: The query's mode as the update found it (``grouped``, ``full: window function``): the path its
+    #: updates take when nothing of their own forces the full one; ``""`` when not known.
+    query_mode: str = ""
+    #: For a ``full`` query: the small rewrite that would make it incremental (``sum a DECIMAL ...``), or ``""``.
+    hint: str = ""
 
 
 @dataclass(frozen=True)
@@ -232,15 +239,22 @@ def update_derivative(
             path = Path(scratch) / "data.parquet"
             with translating_errors(f"transform of {name}"):
                 vocab = Vocab.of(p.set_vocab)
-                changes, mode, why_full = None, "full", None
+                changes, mode, why_full = (
+                    None,
+                    "full",
+                    _forced_full(p, changed=changed, full_refresh=full_refresh),
+                )
                 grouped: GroupedUpdate | None = None
                 sides: JoinSides | None = None
-                if not (full_refresh or changed) and p.has_data and p.arrow_schema is not None:
+                classified: QueryMode | None = None
+                if why_full is None:
                     found = _incremental_changes(engine, transform, dataset, p, slices, name)
                     changes, mode, why_full = found.changes, found.mode, found.why_full
-                    grouped, sides = found.grouped, found.sides
+                    grouped, sides, classified = found.grouped, found.sides, found.query_mode
                 if changes is None:
                     changes, mode = _full_changes(engine, transform, dataset, p, slices, name), "full"
+                    if why_full is None and classified is not None and classified.mode is Mode.FULL:
+                        why_full = classified.construct  # the query's own construct
                 written = write_changes(
                     changes,
                     next_offset(p),
@@ -268,13 +282,71 @@ def update_derivative(
         if sides is not None or mode in ("join", "full"):
             with suppress(OdfprojError), translating_errors(f"transform of {name} (its join index)"):
                 keep_join_index(engine, dataset, transform, _indexed_inputs(engine, slices), head, sides)
+        if classified is None:  # a forced full path: classified for the record (an analysis, nothing run)
+            with suppress(OdfprojError), translating_errors(f"transform of {name} (its mode)"):
+                classified = _classified(engine, transform, slices)
         why_full = why_full or ""
         note = f" (full: {why_full})" if why_full else ""
-        if written.count:
-            return TransformOutcome(
-                written.count, True, f"appended {written.count} records{note}", mode, why_full
-            )
-        return TransformOutcome(0, True, f"inputs consumed, the result did not change{note}", mode, why_full)
+        reason = (
+            f"appended {written.count} records{note}"
+            if written.count
+            else (f"inputs consumed, the result did not change{note}")
+        )
+        outcome = TransformOutcome(
+            written.count,
+            True,
+            reason,
+            mode,
+            why_full,
+            str(classified) if classified is not None else "",
+            (classified.hint or "") if classified is not None else "",
+        )
+        _record(dataset, p, head, outcome, system_time)
+        return outcome
+
+
+def _forced_full(p: ChainProjection, *, changed: bool, full_refresh: bool) -> str | None:
+    """Why the update takes the full path whatever the query's mode, or ``None`` (its mode decides)."""
+    if full_refresh:
+        return "a full refresh was asked for (--full-refresh)"
+    if changed:
+        return "its query changed since its last update"
+    if not p.has_data or p.arrow_schema is None:
+        return "it had no data yet"
+    return None
+
+
+def _classified(engine: SparkEngine, transform: model.TransformSql, slices: list[InputSlice]) -> QueryMode:
+    """The query's mode after a forced full path, for the record: remembered (a grouped query's full
+    commit classified it to keep its group state), or classified now over the inputs' states; a
+    grouped one checked against its aggregates' types, as ``plan`` checks it."""
+    key = _mode_key(transform, slices)
+    known = _MODES.get(key)
+    views: dict[str, DataFrame] | None = None
+    if known is None:
+        views = _states(engine, slices, _history_views(slices))
+        known = query_mode(transform, engine.query(views, transform))
+        _remember_mode(key, known)
+    if known.mode is not Mode.GROUPED:
+        return known
+    states = views if views is not None else _states(engine, slices, _history_views(slices))
+    return checked_mode(known, transform, lambda t: engine.query(states, t))
+
+
+def _record(
+    dataset: Dataset, p: ChainProjection, head: Multihash, outcome: TransformOutcome, system_time: datetime
+) -> None:
+    """Leave the update's path in the derivative's ``info/`` (:mod:`odfproj.storage.update_record`)."""
+    record = UpdateRecord(
+        path=outcome.mode,
+        why_full=outcome.why_full,
+        mode=outcome.query_mode,
+        hint=outcome.hint,
+        transform=transform_block(p) or "",
+        head=head.to_multibase(),
+        updated_at=format_rfc3339(system_time),
+    )
+    write_update_record(dataset, record)
 
 
 def _collect_below(p: ChainProjection, slices: list[InputSlice], mode: str) -> int:
@@ -357,6 +429,8 @@ class _Incremental:
     grouped: GroupedUpdate | None = None
     #: The join index the update opened, to advance after the commit.
     sides: JoinSides | None = None
+    #: The query's mode as this update found it (``None``: not classified).
+    query_mode: QueryMode | None = None
 
 
 def _incremental_changes(
@@ -398,7 +472,9 @@ def _incremental_changes(
             vocab=vocab,
             constants=classified.constants,
         )
-        return _Incremental(changes, "stateless" if changes is not None else "full")
+        if changes is None:
+            return _Incremental(None, why_full=_OTHER_COLUMNS, query_mode=classified)
+        return _Incremental(changes, "stateless", query_mode=classified)
     open_sides = _join_sides_opener(engine, dataset, p, slices)
     if classified.mode is Mode.GROUPED:
         assert signed is not None and added is not None
@@ -417,8 +493,15 @@ def _incremental_changes(
             join_sides=open_sides,
         )
         if grouped is None:
-            return _Incremental(None)
-        return _Incremental(grouped.changes, grouped.mode, grouped.reason or None, grouped, grouped.sides)
+            return _Incremental(None, query_mode=classified)
+        return _Incremental(
+            grouped.changes,
+            grouped.mode,
+            grouped.reason or None,
+            grouped,
+            grouped.sides,
+            grouped.query_mode or classified,
+        )
     if classified.is_join:
         sides = open_sides(transform) if open_sides is not None else None
         changes, why_full = join_changes(
@@ -431,8 +514,14 @@ def _incremental_changes(
             sides=sides,
             known=known,
         )
-        return _Incremental(changes, "join" if changes is not None else "full", why_full, sides=sides)
-    return _Incremental(None)
+        if changes is None:
+            return _Incremental(None, why_full=why_full or _OTHER_COLUMNS, sides=sides, query_mode=classified)
+        return _Incremental(changes, "join", sides=sides, query_mode=classified)
+    return _Incremental(None, query_mode=classified)
+
+
+#: Why an incremental path ran in full when its result's columns are not the derivative's stored ones.
+_OTHER_COLUMNS = "its result's columns are not the stored ones"
 
 
 #: Each query's mode by its text and its inputs' data schemas (:func:`_mode_key`): the warm engine's
