@@ -120,6 +120,8 @@ _SQLSTATE_RE = re.compile(r"\s*SQLSTATE: [0-9A-Z]+")
 _LINE_POS_RE = re.compile(r";?\s*\(?line (\d+),? pos (\d+)\)?;?\s*$")
 _FAILED_READ_RE = re.compile(r"Encountered error while reading file (\S+?)\.?\s+(?:SQLSTATE|$)")
 _USER_RAISED = "[USER_RAISED_EXCEPTION]"
+#: How a Spark Connect client's server stack trace introduces each cause.
+_CAUSED_BY = "Caused by: "
 
 
 # --- error translation ----------------------------------------------------------------------------------
@@ -158,13 +160,38 @@ def _java_chain(error: BaseException) -> list[str]:
             cause = throwable.getCause()
         except Exception:  # the gateway is gone; fall back to the Python text
             break
-        text = _first_line(str(message)) if message is not None else ""
-        if not text.startswith("[") and name not in ("SparkException", "Py4JJavaError"):
-            text = f"{name}: {text}" if text else name
+        text = _chain_line(str(name), message)
         if text:
             lines.append(text)
         throwable = cause
     return lines
+
+
+def _chain_line(name: str, message: object) -> str:
+    """One exception of a chain: its message's first line, after its class's simple name unless the
+    message starts with Spark's ``[ERROR_CLASS]`` or the class says nothing (``SparkException``)."""
+    text = _first_line(str(message)) if message is not None else ""
+    if not text.startswith("[") and name not in ("SparkException", "Py4JJavaError"):
+        text = f"{name}: {text}" if text else name
+    return text
+
+
+def _connect_chain(error: BaseException) -> list[str]:
+    """The lines :func:`_java_chain` gives, for a Spark Connect client's exception: its message, then
+    the causes the server sent with it (``Caused by: CLASS: MESSAGE`` lines of its stack trace), so
+    that a Connect session (an ``sc://`` target, the warm engine) says what a local one says."""
+    getter = getattr(error, "getStackTrace", None)
+    trace = getter() if callable(getter) else None
+    if not isinstance(trace, str) or not trace.strip():
+        return []
+    rows = trace.splitlines()
+    found = [(rows[0].partition(": ")[0], str(error.getMessage()))]  # type: ignore[attr-defined]
+    for row in rows:
+        if row.startswith(_CAUSED_BY):
+            name, _, message = row[len(_CAUSED_BY) :].partition(": ")
+            found.append((name, message))
+    lines = [_chain_line(name.strip().rsplit(".", 1)[-1], message) for name, message in found[:16]]
+    return [line for line in lines if line]
 
 
 @dataclass(frozen=True)
@@ -178,7 +205,7 @@ class SparkFailure:
 
 def describe_spark_error(error: BaseException) -> SparkFailure:
     """Reduce a PySpark/Py4J exception to one line (error class + message, causes joined by ``: ``)."""
-    chain = _java_chain(error)
+    chain = _java_chain(error) or _connect_chain(error)
     if not chain:
         getter = getattr(error, "getMessage", None)
         text = getter() if callable(getter) else str(error)
