@@ -12,6 +12,7 @@ chain. Saving is best effort, like the projection cache: a read-only or busy fol
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,7 +23,7 @@ from odfproj.odf.data_schema import OFFSET, OP, Vocab
 from odfproj.odf.multiformats import Multihash
 from odfproj.state.errors import CorruptIndexError, StateIndexError
 from odfproj.state.index import ChangeBatch, StateIndex, update
-from odfproj.state.persistence import LOCK, load_index, save_index
+from odfproj.state.persistence import LOCK, has_leftovers, load_index, remove_index_leftovers, save_index
 from odfproj.state.validity_log import DEFAULT_BASE_INTERVAL
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.errors import StorageError
@@ -124,6 +125,8 @@ def open_state_index(
     if stored is not None and stored.log.base_interval != base_interval:
         stored = None
     if stored is not None and stored.head == head:
+        if persist and has_leftovers(stored, directory):
+            _remove_leftovers_best_effort(directory)
         return stored
     newer: list[tuple[Multihash, model.MetadataBlock]] = []
     base: StateIndex | None = None
@@ -151,9 +154,24 @@ def open_state_index(
 
 
 def _save_best_effort(index: StateIndex, directory: Path) -> None:
+    """Save under the index lock (the save removes what killed writers left); skipped if busy."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        with file_lock(directory / LOCK, purpose="state-index", busy=lambda _holder: StorageError("busy")):
+        with _index_lock(directory):
             save_index(index, directory)
     except (OSError, StorageError):
         pass  # read-only workspace or another writer at work: the next reader tries again
+
+
+def _remove_leftovers_best_effort(directory: Path) -> None:
+    """A killed writer's leftovers removed by a reader that needs no save, under the index lock."""
+    try:
+        with _index_lock(directory):
+            remove_index_leftovers(directory)
+    except (OSError, StorageError):
+        pass  # read-only workspace or a writer at work (whose save removes them)
+
+
+def _index_lock(directory: Path) -> AbstractContextManager[None]:
+    """The lock that serialises writers of the index folder; fails at once (as busy) if held."""
+    return file_lock(directory / LOCK, purpose="state-index", busy=lambda _holder: StorageError("busy"))

@@ -13,17 +13,19 @@ with its size. Anything else (missing, behind the head after a crash between a c
 write, another query, damage) reads as ``None`` and the caller rebuilds it from the inputs: a stale
 state can cost a full pass, never a wrong answer. A new version is written beside the old one, then
 the manifest is replaced atomically, then older versions are removed: a reader sees one or the other.
+Writers are serialised by the workspace lock (``odfproj run`` holds it), and each save removes
+whatever its manifest does not name, so a writer killed mid-way leaves nothing the next save keeps.
 """
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from odfproj.engine.spark import is_spark_error
 from odfproj.odf.multiformats import Multihash
+from odfproj.state.leftovers import remove_leftovers
 from odfproj.state.stamped import MANIFEST, read_stamped, write_stamped
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.fsutil import new_txid
@@ -82,7 +84,4 @@ def save_group_state(frame: DataFrame, dataset: Dataset, head: Multihash, finger
         if isinstance(e, OSError) or is_spark_error(e):
             return
         raise
-    for path in directory.iterdir():
-        if path.name not in (MANIFEST, name):
-            with contextlib.suppress(OSError):
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
+    remove_leftovers(directory, (MANIFEST, name))  # older versions, and what killed writers left

@@ -95,6 +95,8 @@ class StateIndex:
         #: (sealed log segments, base bitmaps) by logical name: what a save need not rewrite.
         self.stored_directory: Path | None = None
         self.stored_files: dict[str, StoredFile] = {}
+        #: Every name in that folder its manifest accounts for: anything else there is a leftover.
+        self.stored_names: frozenset[str] = frozenset()
 
     @property
     def key_columns(self) -> tuple[str, ...]:

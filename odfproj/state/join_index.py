@@ -18,6 +18,10 @@ one before it the two are merged (size-tiered, so a key has O(log) runs and ever
 O(log) times). The rows of a bucket are the sum of its runs' counts; a row is current while its sum
 is positive. A lookup reads only the buckets of the keys it looks for.
 
+Writers are serialised by the workspace lock (``odfproj run`` holds it); a save removes whatever its
+manifest does not list (:func:`~odfproj.state.leftovers.remove_leftovers`), so runs written by a
+writer killed before its manifest, and temporaries, do not outlive the next save.
+
 Like the group state (:mod:`odfproj.state.group_state`) it is a cache: trusted only when its
 manifest has this format and the caller's ``fingerprint`` (the query, the keys, the inputs and their
 schemas), when its head is a block of the derivative's chain, and when every file it lists is there
@@ -40,8 +44,9 @@ from typing import TYPE_CHECKING
 from odfproj.engine.columns import column
 from odfproj.engine.spark import is_spark_error
 from odfproj.odf.multiformats import Multihash
+from odfproj.state.leftovers import remove_leftovers
 from odfproj.state.projections import COUNT
-from odfproj.state.stamped import read_stamped, write_stamped
+from odfproj.state.stamped import MANIFEST, read_stamped, write_stamped
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.fsutil import new_txid
 
@@ -252,16 +257,12 @@ def save_join_index(
         write_stamped(directory, FORMAT, head, fingerprint, fields)
     except OSError:
         return index
-    kept = {(key, r.name) for key, listed in runs.items() for r in listed}
-    for key_folder in directory.iterdir():
-        if not key_folder.is_dir():
-            continue
-        for run in key_folder.iterdir():
-            if (key_folder.name, run.name) not in kept:
-                with contextlib.suppress(OSError):
-                    shutil.rmtree(run) if run.is_dir() else run.unlink()
+    # Unlisted keys and runs, and what killed writers left (a run never listed, a manifest's temporary).
+    remove_leftovers(directory, (MANIFEST, *runs))
+    for key, listed in runs.items():
+        remove_leftovers(directory / key, [r.name for r in listed])
         with contextlib.suppress(OSError):
-            key_folder.rmdir()  # only if empty
+            (directory / key).rmdir()  # only if empty
     return index
 
 

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import tempfile
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -37,6 +35,7 @@ from pyroaring import BitMap64
 from odfproj.state.errors import CorruptIndexError, StateIndexError
 from odfproj.state.key_store import ABSENT, KeyChanges, KeyStore
 from odfproj.state.keys import hash_keys, key_schema, normalise_keys
+from odfproj.state.leftovers import WorkFolder
 from odfproj.state.stored_files import StoredFile, read_content, write_content
 from odfproj.state.validity_log import to_bitmap
 from odfproj.storage.fsutil import fsync_dir, new_txid, write_durable
@@ -229,7 +228,7 @@ class PartitionedKeyStore:
         self.spill_rows = spill_rows
         #: Where new partition files and spilled changes go; made on first need, removed with the store.
         self.work_parent = work_parent
-        self._work: Path | None = None
+        self._work: WorkFolder | None = None
         self._finalizer: weakref.finalize | None = None
 
     def __len__(self) -> int:
@@ -240,18 +239,24 @@ class PartitionedKeyStore:
         return KeyStore(self.key_columns, self.schema, keys=keys)
 
     def work_dir(self) -> Path:
-        if self._work is None or not self._work.is_dir():
+        """The store's work folder (a locked ``.work-*`` of ``work_parent``), made on first need.
+
+        Its lock tells a cleaner (:func:`~odfproj.state.leftovers.remove_leftovers`) that it is in
+        use; it is removed with the store, or when a save has moved its partitions into the index.
+        """
+        if self._work is None or not self._work.path.is_dir():
+            self.discard_work_dir()
             parent = self.work_parent
             if parent is not None:
                 with contextlib.suppress(OSError):
                     parent.mkdir(parents=True, exist_ok=True)
             try:
-                work = Path(tempfile.mkdtemp(prefix=".work-", dir=parent))
+                work = WorkFolder.create(parent)
             except OSError:  # read-only index folder: any temporary folder will do
-                work = Path(tempfile.mkdtemp(prefix="odfproj-keys-"))
+                work = WorkFolder.create(None, prefix="odfproj-keys-")
             self._work = work
-            self._finalizer = weakref.finalize(self, shutil.rmtree, str(work), True)
-        return self._work
+            self._finalizer = weakref.finalize(self, work.remove)
+        return self._work.path
 
     def discard_work_dir(self) -> None:
         """Remove the work folder (after a save moved the partitions it held into the index folder)."""
@@ -381,8 +386,14 @@ def _move(source: Path, target: Path) -> None:
     try:
         os.replace(source, target)
     except OSError:
-        if not target.exists():
-            write_durable(target, source.read_bytes())
+        if not target.exists():  # under a temporary name first: a killed copy leaves no partial content file
+            tmp = target.with_name(f".{target.name}.tmp-{new_txid()}")
+            try:
+                write_durable(tmp, source.read_bytes())
+                os.replace(tmp, target)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
     fsync_dir(target.parent)
 
 

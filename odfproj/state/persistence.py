@@ -9,12 +9,15 @@
         current-<crc>.roaring            the valid set at the stamped head
         keys-<part>-<crc>.arrow          the key store, one file per hash range: hash, row, key columns
         .lock                            serialises writers of this folder
+        .work-*/                         an update's new partitions and spilled changes, until saved
 
 Why this shape: a sealed log segment and a base bitmap never change, so an update rewrites only the
 open segment, the current bitmap and the key store partitions a run of blocks touched - work bounded by
 N blocks and by the number of keys, never by the length of the history. Content files are written under new names (temp + fsync +
 rename), then the manifest is replaced atomically, then unreferenced files are removed: a reader sees
-the old index or the new one, and a crash leaves at worst orphans that the next writer removes.
+the old index or the new one, and a crash leaves at worst orphans (temporary files, unreferenced
+content files, a dead writer's work folder) that the next save removes, or the next open that finds
+them (:func:`remove_index_leftovers`, under the lock; see :mod:`odfproj.state.leftovers`).
 
 The manifest records the head block hash the index reflects (its *stamp*), the key columns, and the
 size and CRC-32 of every file. Loading checks all of it and raises :class:`CorruptIndexError` on any
@@ -23,8 +26,8 @@ mismatch: the index is a cache, and a cache that does not prove its integrity is
 
 from __future__ import annotations
 
-import contextlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +39,7 @@ from odfproj.odf.multiformats import Multihash
 from odfproj.state.errors import CorruptIndexError, StateIndexError
 from odfproj.state.index import StateIndex
 from odfproj.state.key_partitions import stored_store
+from odfproj.state.leftovers import remove_leftovers
 from odfproj.state.stored_files import MANIFEST, StoredFile, check_content, read_content, write_content
 from odfproj.state.validity_log import LogEntry
 from odfproj.storage.fsutil import fsync_dir, replace_atomic
@@ -119,6 +123,11 @@ class Manifest:
     #: The key store's partitions (``2 ** key_bits`` of them, by hash range), each with its key count.
     key_bits: int
     keys: tuple[tuple[StoredFile, int], ...]
+
+    def file_names(self) -> frozenset[str]:
+        """Every name the index folder holds while this is its manifest: the manifest, the lock, the files."""
+        files = (*self.segments, *(f for _, f in self.bases), self.current, *(f for f, _ in self.keys))
+        return frozenset((MANIFEST, LOCK, *(f.name for f in files)))
 
     def to_json(self) -> str:
         return json.dumps(
@@ -216,17 +225,10 @@ def save_index(index: StateIndex, directory: Path) -> Manifest:
     fsync_dir(directory)
     replace_atomic(directory / MANIFEST, manifest.to_json().encode())
     fsync_dir(directory)
-    referenced = {
-        MANIFEST,
-        LOCK,
-        *(f.name for f in (*segments, *(f for _, f in bases), current, *(f for f, _ in keys))),
-    }
-    for path in directory.iterdir():
-        if path.name not in referenced:
-            with contextlib.suppress(OSError):
-                path.unlink()
+    remove_leftovers(directory, manifest.file_names())
     index.key_store.discard_work_dir()
     index.stored_directory = directory
+    index.stored_names = manifest.file_names()
     index.stored_files = {k: v for k, v in known.items() if k.startswith(("log-", "base-"))}
     return manifest
 
@@ -299,4 +301,32 @@ def _load(directory: Path, manifest: Manifest) -> StateIndex:
     index.next_offset = manifest.next_offset
     index.stored_directory = directory
     index.stored_files = stored
+    index.stored_names = manifest.file_names()
     return index
+
+
+def has_leftovers(index: StateIndex, directory: Path) -> bool:
+    """Whether ``directory`` holds a name the manifest ``index`` was loaded from or saved as does not.
+
+    One listing, no lock: what a reader checks before it takes the lock to remove leftovers.
+    """
+    if index.stored_directory != directory:
+        return False
+    try:
+        return any(name not in index.stored_names for name in os.listdir(directory))
+    except OSError:
+        return False
+
+
+def remove_index_leftovers(directory: Path) -> list[Path]:
+    """Remove what the manifest stored in ``directory`` does not name (temporary files, orphans, dead
+    writers' work folders); the caller holds the index lock (:data:`LOCK`), like a writer.
+
+    The manifest is read again here, under the lock: it is the truth only while no save can replace
+    it. Without a readable manifest nothing is removed: the index is rebuilt, and that save sweeps.
+    """
+    try:
+        manifest = read_manifest(directory)
+    except CorruptIndexError:
+        return []
+    return remove_leftovers(directory, manifest.file_names())

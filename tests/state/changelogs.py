@@ -8,6 +8,8 @@ index.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,6 +21,7 @@ from hypothesis import strategies as st
 from odfproj.odf import model
 from odfproj.odf.multiformats import Multihash
 from odfproj.state.index import ChangeBatch, bitmap_to_numpy
+from odfproj.state.key_partitions import PartitionedKeyStore
 from odfproj.storage.dataset import Dataset
 from tests.storage.helpers.chains import data_slice, schema_with
 
@@ -177,3 +180,21 @@ def same_index(a, b) -> None:
     assert key_entries(a) == key_entries(b)
     for k in range(-1, a.block_count):
         assert offsets(a.offsets_after_block(k)) == offsets(b.offsets_after_block(k))
+
+
+@contextmanager
+def small_partitions(partition_keys: int, spill_rows: int) -> Iterator[None]:
+    """Every key store made meanwhile (new, loaded or rebuilt) splits, merges and spills at these sizes.
+
+    The sizes are keyword-only defaults of :class:`PartitionedKeyStore`, which every path that makes
+    a store (``StateIndex``, ``stored_store``) leaves as they are: changing the defaults reaches them all.
+    """
+    defaults = PartitionedKeyStore.__init__.__kwdefaults__
+    assert defaults is not None
+    saved = dict(defaults)
+    defaults.update(partition_keys=partition_keys, spill_rows=spill_rows)
+    try:
+        yield
+    finally:
+        defaults.clear()
+        defaults.update(saved)
