@@ -32,7 +32,8 @@ from odfproj.transform.modes import CheckedQuery, QueryMode
 
 
 class QueryChecker(Protocol):
-    """The engine's checks the plan calls; the CLI builds one on Spark (``transform.validate.query_checker``)."""
+    """The engine's checks the plan calls: ``plan.engine_checks.query_checker`` on Spark in this process,
+    ``plan.served_checks.WarmChecks`` in the warm engine's server."""
 
     def __call__(
         self,

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import pyarrow as pa
 
@@ -31,7 +32,6 @@ from odfproj.engine.spark import CHECK_QUERY, SparkEngine, check_in_sandbox
 from odfproj.engine.warm.client import WarmSessionHolder, call
 from odfproj.engine.warm.server import Handler
 from odfproj.odf import model
-from odfproj.odf.data_schema import Vocab
 from odfproj.plan.engine_checks import EngineChecks
 from odfproj.state.views import run_sql
 from odfproj.storage.workspace import Workspace
@@ -47,26 +47,20 @@ _SQL = "run_sql"
 @dataclass(frozen=True)
 class WarmChecks:
     """A ``plan.queries.QueryChecker`` whose checks run in the warm server; it is found (or started) on
-    the first check, so a plan without a changed query starts nothing."""
+    the first check, so a plan without a changed query starts nothing.
+
+    Each check is sent as it was called, and the server answers it by calling
+    :class:`~odfproj.plan.engine_checks.EngineChecks` the same way: the checks' parameters are
+    ``EngineChecks``'s alone (and ``plan.queries.QueryChecker``'s, which states them for the planner).
+    """
 
     holder: WarmSessionHolder
 
-    def __call__(
-        self,
-        dataset: str,
-        transform: model.Transform,
-        inputs: Mapping[str, pa.Schema],
-        vocab: Vocab | None = None,
-    ) -> CheckedQuery:
-        return call(self.holder.server(), _DERIVATIVE, dataset, transform, dict(inputs), vocab)
+    def __call__(self, *arguments: Any, **keywords: Any) -> CheckedQuery:
+        return call(self.holder.server(), _DERIVATIVE, arguments, keywords)
 
-    def source_schema(
-        self,
-        dataset: str,
-        source: model.SetPollingSource | model.AddPushSource,
-        vocab: model.SetVocab | None,
-    ) -> pa.Schema | None:
-        return call(self.holder.server(), _SOURCE, dataset, source, vocab)
+    def source_schema(self, *arguments: Any, **keywords: Any) -> pa.Schema | None:
+        return call(self.holder.server(), _SOURCE, arguments, keywords)
 
 
 def warm_sql(
@@ -100,22 +94,15 @@ def _sandbox_checks(session: object) -> EngineChecks:
 
 
 def _check_derivative(
-    session: object,
-    dataset: str,
-    transform: model.Transform,
-    inputs: Mapping[str, pa.Schema],
-    vocab: Vocab | None,
+    session: object, arguments: tuple[Any, ...], keywords: Mapping[str, Any]
 ) -> CheckedQuery:
-    return _sandbox_checks(session)(dataset, transform, inputs, vocab)
+    return _sandbox_checks(session)(*arguments, **keywords)
 
 
 def _check_source(
-    session: object,
-    dataset: str,
-    source: model.SetPollingSource | model.AddPushSource,
-    vocab: model.SetVocab | None,
+    session: object, arguments: tuple[Any, ...], keywords: Mapping[str, Any]
 ) -> pa.Schema | None:
-    return _sandbox_checks(session).source_schema(dataset, source, vocab)
+    return _sandbox_checks(session).source_schema(*arguments, **keywords)
 
 
 def handlers() -> dict[str, Handler]:
@@ -134,4 +121,4 @@ def warm_up(session: object) -> None:
         engine="spark", query="SELECT event_time, k, count(*) AS n FROM a GROUP BY event_time, k"
     )
     inputs = {"a": pa.schema([("event_time", pa.timestamp("ms", tz="UTC")), ("k", pa.string())])}
-    _check_derivative(session, "warm-up", transform, inputs, None)
+    _sandbox_checks(session)("warm-up", transform, inputs)

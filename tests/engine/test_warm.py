@@ -240,6 +240,33 @@ def test_the_plans_checks_on_it_equal_the_cold_ones(warm, engine) -> None:
         holder.stop()
 
 
+def test_a_roots_ingest_check_on_it_equals_the_cold_one(warm, engine) -> None:
+    holder = WarmSessionHolder(analysis_settings(), warm.engine)
+    warm_checks, cold_checks = WarmChecks(holder), query_checker(engine)
+
+    def source(query: str) -> model.AddPushSource:
+        return model.AddPushSource(
+            source_name="default",
+            read=model.ReadStepCsv(schema=("city STRING", "amount BIGINT")),
+            merge=model.MergeStrategyLedger(primary_key=("city",)),
+            preprocess=model.TransformSql(engine="spark", query=query),
+        )
+
+    try:
+        fine = source("SELECT city, amount * 2 AS doubled FROM input")
+        schema = warm_checks.source_schema("root", fine, None)
+        assert schema is not None and "doubled" in schema.names
+        assert schema == cold_checks.source_schema("root", fine, None)
+        dropped = source("SELECT amount FROM input")  # the primary key is gone
+        with pytest.raises(InvalidQueryError) as cold:
+            cold_checks.source_schema("root", dropped, None)
+        with pytest.raises(InvalidQueryError) as hot:
+            warm_checks.source_schema("root", dropped, None)
+        assert str(hot.value) == str(cold.value)
+    finally:
+        holder.stop()
+
+
 def _warm_sql(warm: Warm, root: Path, query: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_") and k != SWITCH_ENV}
     env[DIR_ENV] = str(warm.engine.directory)
