@@ -9,6 +9,11 @@ The pieces, each small enough to test on its own:
   would show. With ``apply`` it then runs the changed datasets and their downstream through
   :func:`~odfproj.run.run.run_project`, reusing one ``SparkSessionHolder`` for every cycle: the JVM
   starts on the first data work and stays warm.
+- :class:`WarmQueryChecks` checks changed queries without ``--apply``: ``plan``'s own checks (the
+  analysis sandbox's settings and SQL allowlist), answered by the warm engine's server, which is found
+  or started in the background when watching starts and leased until it ends. A cycle never waits for
+  a server that is starting: it plans without the checks, says so, and is planned again once the
+  server is up. Answers are remembered, so a save that changes no query asks the server nothing.
 - :func:`watch` is the loop: a watchdog observer feeds paths into a queue, bursts are coalesced until
   the files have been quiet for ``debounce`` seconds, and each burst becomes one cycle handed to
   ``on_cycle``. It stops when ``stop_event`` is set (or on KeyboardInterrupt), always stopping and
@@ -27,14 +32,18 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import pickle
 import queue
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path, PurePosixPath
+from typing import TypeVar, cast
 
+import pyarrow as pa
 from watchdog.events import (
     DirCreatedEvent,
     DirDeletedEvent,
@@ -50,9 +59,15 @@ from watchdog.events import (
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver, ObservedWatch
 
+from odfproj.engine.errors import InvalidQueryError
 from odfproj.engine.session import SparkSessionHolder
 from odfproj.engine.spark import SparkEngine
-from odfproj.errors import ManifestError, OdfprojError
+from odfproj.engine.warm.client import WarmSessionHolder, call
+from odfproj.engine.warm.lifecycle import PING_TIMEOUT_S, WarmEngine
+from odfproj.engine.warm.protocol import STATE_FILE
+from odfproj.errors import EngineError, ManifestError, OdfprojError
+from odfproj.odf import model
+from odfproj.odf.data_schema import Vocab
 from odfproj.plan.engine_checks import query_checker
 from odfproj.plan.model import Plan
 from odfproj.plan.queries import QueryChecker
@@ -60,10 +75,15 @@ from odfproj.plan.sources import ProjectSnapshot, plan_project
 from odfproj.project.config import CONFIG_FILE, ProjectConfig, load_project
 from odfproj.project.loader import PlanRequest
 from odfproj.run.run import RunEvent, RunResult, run_project
+from odfproj.transform.modes import CheckedQuery
 
 __all__ = [
     "DEBOUNCE_SECONDS",
     "MAX_DELAY_SECONDS",
+    "READY_GRACE_SECONDS",
+    "RECHECK_REASON",
+    "ChecksNotReady",
+    "WarmQueryChecks",
     "WatchCycle",
     "WatchError",
     "WatchedDir",
@@ -80,6 +100,15 @@ DEBOUNCE_SECONDS = 0.2
 MAX_DELAY_SECONDS = 2.0
 #: How often the idle loop looks at ``stop_event``.
 _POLL_SECONDS = 0.1
+#: How long a cycle's first query check waits for the warm engine's lease before planning without it:
+#: plenty to find a running server, far too short to wait for one to start (20 to 70 s).
+READY_GRACE_SECONDS = 1.0
+#: The header of the cycle that plans again once the warm engine is up (see :class:`WarmQueryChecks`).
+RECHECK_REASON = "planned again with the query checks"
+#: Query checks remembered by one watch; each answer depends on nothing but what was asked.
+_REMEMBERED_CHECKS = 256
+
+_Answer = TypeVar("_Answer")
 
 #: Only events that can change a file's content, or move a folder of files. Opened and
 #: closed-without-write events are left out on purpose: every plan reads every manifest, and those
@@ -123,6 +152,10 @@ class WatchCycle:
     plan: Plan | None = None
     run: RunResult | None = None
     error: str | None = None
+    #: Why the cycle was planned although no file changed (:data:`RECHECK_REASON`).
+    reason: str | None = None
+    #: A line to show under the plan: why its changed queries were not checked this time.
+    notice: str | None = None
 
     @property
     def initial(self) -> bool:
@@ -136,6 +169,196 @@ class WatchCycle:
     @property
     def ok(self) -> bool:
         return self.error is None and not self.refused and (self.run is None or self.run.ok)
+
+
+class ChecksNotReady(Exception):
+    """A query check asked while the warm engine is not (yet, or no longer) there: the cycle plans again
+    without checks. ``notice`` is the line to show under that plan (``None``: it was said already)."""
+
+    def __init__(self, notice: str | None) -> None:
+        super().__init__(notice or "query checks are not available")
+        self.notice = notice
+
+
+class WarmQueryChecks:
+    """``watch``'s query checks on the warm engine, a ``plan.queries.QueryChecker``.
+
+    ``checker`` is ``plan``'s warm checker (the analysis sandbox's settings and SQL allowlist, run in the
+    server: nothing a manifest names is executed) and ``holder`` the session holder it asks, whose lease
+    is this watch's: :meth:`start` finds or starts the server on a thread of its own and leases it until
+    :meth:`close`. The lease is held while watching, not taken per check, so that the idle timeout never
+    stops the server under an editor that saves every few minutes (the next save would wait for a JVM
+    start); a watch that ends, Ctrl-C included, releases it and the server stops once idle.
+
+    A check never waits for a starting server beyond ``grace`` seconds: it raises :class:`ChecksNotReady`
+    and the cycle plans without checks; :meth:`recheck_due` then asks for one more cycle once the
+    server is up. A server that could not start is said once (:meth:`take_notices`) and watching goes
+    on without checks; one that goes away (``engine stop``, a crash) is started again on the next check.
+    Answers, refusals included, are remembered: a save that changes no query asks the server nothing.
+    """
+
+    def __init__(
+        self, checker: QueryChecker, holder: WarmSessionHolder, *, grace: float = READY_GRACE_SECONDS
+    ) -> None:
+        self.checker = checker
+        self.holder = holder
+        self.grace = grace
+        self._ready = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failure: str | None = None
+        self._missed = False
+        self._notices: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._answers: OrderedDict[bytes, tuple[bool, object]] = OrderedDict()
+
+    # -- the server --
+
+    def start(self, *, again: bool = False) -> None:
+        """Find or start the server and lease it, on a thread of its own; returns at once.
+
+        With no server recorded at all, "starting" is said before this returns, so that it comes
+        before the first plan; a record is looked at (and its server pinged) on the thread.
+        """
+        self._ready.clear()
+        engine = self.holder.engine
+        starting = isinstance(engine, WarmEngine) and not (engine.directory / STATE_FILE).exists()
+        if starting:
+            self._say_starting(again)
+        self._thread = threading.Thread(
+            target=self._lease, args=(again, starting), daemon=True, name="watch-warm-engine"
+        )
+        self._thread.start()
+
+    def _say_starting(self, again: bool) -> None:
+        self._notices.put(
+            "the warm engine went away: starting it again for query checks..."
+            if again
+            else "starting the warm engine for query checks..."
+        )
+
+    def _lease(self, again: bool, starting: bool) -> None:
+        clock = time.monotonic()
+        try:
+            engine = self.holder.engine
+            if not starting and isinstance(engine, WarmEngine) and engine.status() is None:
+                starting = True  # a stale record: removed by status()
+                self._say_starting(again)
+            self.holder.server()
+        except Exception as e:  # any failure: said once, and watching goes on without checks
+            cause = one_line(e) if isinstance(e, OdfprojError) else f"{type(e).__name__}: {e}"
+            self._failure = cause
+            self._notices.put(f"queries are not checked while watching: {cause}; run checks them")
+        else:
+            if starting:
+                seconds = time.monotonic() - clock
+                self._notices.put(
+                    f"the warm engine is up ({seconds:.0f}s): changed queries are checked on save"
+                )
+        finally:
+            self._ready.set()
+
+    def close(self) -> None:
+        """Release the server, which stops once idle. A start still under way is not waited for: its
+        locks end with this process, and the server it starts stops once idle."""
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self.holder.stop()
+
+    # -- what the loop asks --
+
+    def available(self) -> bool:
+        """Whether checks can be asked for (the server is up, or still starting)."""
+        return self._failure is None
+
+    def cycle_starts(self) -> None:
+        """A cycle with the checks begins: once the server is up, it checks whatever an earlier one missed."""
+        if self._ready.is_set():
+            self._missed = False
+
+    def recheck_due(self) -> bool:
+        """Once the server is up: whether a cycle planned without checks while it was starting."""
+        if not (self._missed and self._ready.is_set()):
+            return False
+        self._missed = False
+        return self._failure is None
+
+    def take_notices(self) -> list[str]:
+        """What the server's start said since the last call (started, up, could not start)."""
+        out = []
+        while True:
+            try:
+                out.append(self._notices.get_nowait())
+            except queue.Empty:
+                return out
+
+    # -- the QueryChecker --
+
+    def __call__(
+        self,
+        dataset: str,
+        transform: model.Transform,
+        inputs: Mapping[str, pa.Schema],
+        vocab: Vocab | None = None,
+    ) -> CheckedQuery:
+        key = ("derivative", dataset, transform, dict(inputs), vocab)
+        return self._ask(key, lambda: self.checker(dataset, transform, inputs, vocab))
+
+    def source_schema(
+        self,
+        dataset: str,
+        source: model.SetPollingSource | model.AddPushSource,
+        vocab: model.SetVocab | None,
+    ) -> pa.Schema | None:
+        key = ("source", dataset, source, vocab)
+        return self._ask(key, lambda: self.checker.source_schema(dataset, source, vocab))
+
+    def _ask(self, key: tuple[object, ...], ask: Callable[[], _Answer]) -> _Answer:
+        try:
+            memo: bytes | None = pickle.dumps(key)  # what is sent to the server anyway
+        except Exception:  # pragma: no cover - every argument pickles (it crosses the socket)
+            memo = None
+        if memo is not None and memo in self._answers:
+            self._answers.move_to_end(memo)
+            ok, value = self._answers[memo]
+            if ok:
+                return cast(_Answer, value)
+            assert isinstance(value, InvalidQueryError)
+            raise value.with_traceback(None)
+        if not self._ready.wait(self.grace):
+            self._missed = True
+            raise ChecksNotReady(
+                "queries not checked yet: the warm engine is starting; they are checked once it is up"
+            )
+        if self._failure is not None:
+            raise ChecksNotReady(None)
+        try:
+            value = ask()
+        except InvalidQueryError as e:
+            self._remember(memo, (False, e))
+            raise
+        except (EngineError, OSError, EOFError):
+            if self._server_answers():
+                raise  # the check's own failure: the cycle's error
+            self.holder.stop()
+            self._missed = True
+            self.start(again=True)
+            raise ChecksNotReady(
+                "queries not checked: the warm engine went away; they are checked once it is up again"
+            ) from None
+        self._remember(memo, (True, value))
+        return value
+
+    def _remember(self, memo: bytes | None, answer: tuple[bool, object]) -> None:
+        if memo is None:
+            return
+        self._answers[memo] = answer
+        while len(self._answers) > _REMEMBERED_CHECKS:
+            self._answers.popitem(last=False)
+
+    def _server_answers(self) -> bool:
+        try:
+            return call(self.holder.server(), "ping", timeout=PING_TIMEOUT_S) == "pong"
+        except Exception:
+            return False
 
 
 class Watcher:
@@ -160,8 +383,12 @@ class Watcher:
         environ: Mapping[str, str] | None = None,
         debug: bool = False,
         cancel: threading.Event | None = None,
+        query_checks: WarmQueryChecks | None = None,
     ) -> None:
         """``holder`` is required with ``apply`` and kept for every cycle (the session stays warm).
+
+        ``query_checks`` (without ``apply`` only) checks changed queries on the warm engine; without it
+        they are shown as not validated.
 
         With ``apply``, ``on_planned`` receives the cycle as planned (no run yet) just before it is
         applied and run, so that the plan can be shown before the run's progress (``on_run_event``);
@@ -174,6 +401,8 @@ class Watcher:
         """
         if apply and holder is None:
             raise ValueError("apply=True needs a SparkSessionHolder (kept across cycles)")
+        if apply and query_checks is not None:
+            raise ValueError("with apply=True queries are checked on the kept session, not query_checks")
         self.config = config
         self.request = request
         self.apply = apply
@@ -184,11 +413,14 @@ class Watcher:
         self.environ = environ
         self.debug = debug
         self.cancel = cancel
-        # Without --apply no engine exists at all, so no JVM can start; changed queries are then shown
-        # as not validated. With it, queries are checked on the warm session before anything is applied.
+        # With --apply, queries are checked on the kept session before anything is applied: the JVM
+        # that runs them, which run_project checks them on again. Without it, this process starts no
+        # JVM: the warm engine's server answers the checks (query_checks), or none are made and changed
+        # queries are shown as not validated.
         self._checker: QueryChecker | None = (
             query_checker(SparkEngine(holder)) if apply and holder is not None else None
         )
+        self.query_checks = query_checks
         self._cycles = 0
         self._digests: dict[Path, bytes | None] = {}
         self._remember(self._project_files())
@@ -300,12 +532,13 @@ class Watcher:
 
     # -- one cycle -----------------------------------------------------------------------------------
 
-    def cycle(self, changed: Sequence[Path] = ()) -> WatchCycle:
+    def cycle(self, changed: Sequence[Path] = (), *, reason: str | None = None) -> WatchCycle:
         """Re-read odfproj.yaml, re-plan, and with ``apply`` apply and run what changed.
 
         Never raises for bad input: every ``OdfprojError`` (a malformed manifest, a schema violation,
         a template error, a locked workspace) becomes the cycle's one-line ``error``; anything else is
-        reported as an internal error, so that one bug does not end a watch session.
+        reported as an internal error, so that one bug does not end a watch session. ``reason`` says
+        why a cycle no file caused was planned.
         """
         number = self._cycles
         self._cycles += 1
@@ -315,15 +548,16 @@ class Watcher:
         plan: Plan | None = None
         run: RunResult | None = None
         error: str | None = None
+        notice: str | None = None
         try:
             self.config = load_project(self.root)
             self._remember(self._project_files())
-            plan, snapshot = plan_project(
-                self.config, self.request, environ=self.environ, query_checker=self._checker
-            )
+            plan, snapshot, notice = self._plan()
             if self.apply and plan.has_changes and not plan.has_refusals:
                 if self.on_planned is not None:
-                    self.on_planned(WatchCycle(number, at, rel, time.monotonic() - clock, plan))
+                    self.on_planned(
+                        WatchCycle(number, at, rel, time.monotonic() - clock, plan, reason=reason)
+                    )
                 run = self._run(plan, snapshot)
         except OdfprojError as e:
             error = one_line(e)
@@ -331,7 +565,32 @@ class Watcher:
             if self.debug:
                 raise
             error = f"internal error: {type(e).__name__}: {e} (this is a bug; rerun with --debug)"
-        return WatchCycle(number, at, rel, time.monotonic() - clock, plan, run, error)
+        return WatchCycle(number, at, rel, time.monotonic() - clock, plan, run, error, reason, notice)
+
+    def _plan(self) -> tuple[Plan, ProjectSnapshot, str | None]:
+        """The plan with its queries checked when a checker is at hand; else without, and why not."""
+        checker = self._checker
+        checks = self.query_checks
+        if checker is None and checks is not None and checks.available():
+            checks.cycle_starts()
+            checker = checks
+        try:
+            plan, snapshot = plan_project(
+                self.config, self.request, environ=self.environ, query_checker=checker
+            )
+            return plan, snapshot, None
+        except ChecksNotReady as e:
+            plan, snapshot = plan_project(self.config, self.request, environ=self.environ)
+            return plan, snapshot, e.notice
+
+    def recheck_due(self) -> bool:
+        """Whether to plan again although no file changed: the warm engine is up now, and a cycle
+        planned without its checks while it was starting."""
+        return self.query_checks is not None and self.query_checks.recheck_due()
+
+    def take_notices(self) -> list[str]:
+        """Lines to show between cycles: what the warm engine's start said (see :class:`WarmQueryChecks`)."""
+        return self.query_checks.take_notices() if self.query_checks is not None else []
 
     def failed(self, error: str) -> WatchCycle:
         """A cycle that could not plan at all (the loop lost track of a folder, for instance)."""
@@ -464,6 +723,7 @@ def watch(
     watcher: Watcher,
     *,
     on_cycle: Callable[[WatchCycle], None],
+    on_notice: Callable[[str], None] | None = None,
     stop_event: threading.Event | None = None,
     debounce: float = DEBOUNCE_SECONDS,
     max_delay: float = MAX_DELAY_SECONDS,
@@ -474,6 +734,10 @@ def watch(
     The observer starts before the first plan, so an edit made while it runs is not lost. A burst
     ends when no event arrived for ``debounce`` seconds, or ``max_delay`` after its first event.
     The observer is stopped and joined however the loop ends (KeyboardInterrupt included).
+
+    Between cycles, the watcher's notices go to ``on_notice`` (on this thread, so never in the middle
+    of a cycle's output), and a cycle planned without query checks while the warm engine was starting
+    is planned again once it is up (``reason`` :data:`RECHECK_REASON`).
     """
     stop = stop_event or threading.Event()
     events: queue.SimpleQueue[tuple[Path, ...]] = queue.SimpleQueue()
@@ -481,10 +745,15 @@ def watch(
     observation.sync(watcher.watched_dirs())
     observation.observer.start()
     try:
+        _notify(watcher, on_notice)
         on_cycle(watcher.cycle())
         pending: set[Path] = set()
         first = last = 0.0
         while not stop.is_set():
+            _notify(watcher, on_notice)
+            if not pending and watcher.recheck_due():
+                on_cycle(watcher.cycle(reason=RECHECK_REASON))
+                continue
             now = time.monotonic()
             if pending and (now - last >= debounce or now - first >= max_delay):
                 pending = _flush(watcher, observation, pending, on_cycle)
@@ -510,6 +779,12 @@ def watch(
     finally:
         observation.observer.stop()
         observation.observer.join()
+
+
+def _notify(watcher: Watcher, on_notice: Callable[[str], None] | None) -> None:
+    for notice in watcher.take_notices():
+        if on_notice is not None:
+            on_notice(notice)
 
 
 def _flush(
