@@ -18,6 +18,7 @@ from odfproj.odf.arrow_schema import decode_arrow_schema
 from odfproj.odf.yaml_codec import to_data
 from odfproj.plan import evolution
 from odfproj.plan.model import Action, AppendDefinitions, EventChange
+from odfproj.storage.update_record import UpdateRecord
 
 #: Events that manifests define; the rest (Seed, AddData, ExecuteTransform) are written by odfproj itself.
 DEFINITION_EVENTS = (
@@ -60,6 +61,9 @@ class ChainView:
     polling_state: model.SourceState | None = None
     #: For a ``FilesGlob`` root: the file names its ``AddData`` blocks record as ingested.
     ingested_files: frozenset[str] | None = None
+    #: For a derivative: how its last update computed it under its current query (the ``info/`` record
+    #: of :mod:`odfproj.storage.update_record`); None when no update recorded it.
+    last_update: UpdateRecord | None = None
 
     @property
     def data_schema(self) -> pa.Schema | None:

@@ -152,6 +152,19 @@ class TransformInput:
 
 
 @dataclass(frozen=True)
+class LastRun:
+    """How the last run that updated a derivative with its current query computed it, as that run
+    recorded it in the dataset's ``info/`` (:mod:`odfproj.storage.update_record`)."""
+
+    #: The query's mode as that run found it (``grouped``, ``full: window function``).
+    mode: str
+    #: The path that update took (``stateless``, ``grouped``, ``grouped over a join``, ``join``, ``full``).
+    path: str
+    #: Why it took the full path (``""`` for another).
+    why_full: str = ""
+
+
+@dataclass(frozen=True)
 class Transform:
     """``run`` updates a derivative from its inputs' new data (it commits nothing when there is none)."""
 
@@ -161,6 +174,12 @@ class Transform:
     #: The query's execution mode (``stateless``, ``grouped``, ``join``, ``full: <construct>``), known
     #: when this plan checked the query on the engine; None otherwise (run decides it from the query).
     mode: str | None = None
+    #: For a query this plan does not change: how its last run computed it (read from the workspace,
+    #: without the engine); None when no run recorded it.
+    last_run: LastRun | None = None
+    #: For a ``full`` query: the small rewrite that would make it incremental (from this plan's check,
+    #: else from the last run), or None.
+    hint: str | None = None
 
     @property
     def has_new_data(self) -> bool:

@@ -26,6 +26,7 @@ from odfproj.plan.model import (
     EventChange,
     Ingest,
     InputName,
+    LastRun,
     OutputSchema,
     Plan,
     RenameDataset,
@@ -124,7 +125,9 @@ def _step_from_data(s: dict[str, Any]) -> Step:
         inputs = tuple(
             TransformInput(i["name"], i["dataset_id"], i["last_offset"], i["consumed"]) for i in s["inputs"]
         )
-        return Transform(s["dataset"], s["manifest"], inputs, s.get("mode"))
+        last = s.get("last_run")
+        last_run = LastRun(last["mode"], last["path"], last.get("why_full", "")) if last else None
+        return Transform(s["dataset"], s["manifest"], inputs, s.get("mode"), last_run, s.get("hint"))
     return AppendDefinitions(
         dataset=s["dataset"],
         action=Action(s["action"]),

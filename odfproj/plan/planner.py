@@ -85,7 +85,10 @@ def make_plan(
                 step = checked.step
             mode = checked.mode
         if step.action is not Action.REFUSED:
-            data = data_step(d.snapshot.name, d.manifest, d.snapshot, views, project_root, mode)
+            # The last run's record is of the chain's query: of this one only if the plan keeps it.
+            keeps_query = not any(c.key == "SetTransform" for c in step.changes)
+            last_run = own.last_update if own is not None and keeps_query else None
+            data = data_step(d.snapshot.name, d.manifest, d.snapshot, views, project_root, mode, last_run)
             if data is not None:
                 work.append(data)
         steps.append(step)

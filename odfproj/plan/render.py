@@ -63,8 +63,11 @@ FILES_SHOWN = 20
 DATA_HEADING = "Data work `odfproj run` does after applying, in this order:"
 
 
-#: A derivative's mode when the plan did not check its query on the engine (it starts no JVM for that).
+#: A derivative's mode when the plan did not check its query on the engine (it starts no JVM for that)
+#: and no run recorded it for its current query.
 MODE_UNKNOWN = "not known without the engine (the query was not checked in this plan); run decides it"
+#: Marks a mode read from the last run's record, not checked by this plan.
+LAST_RUN = "(last run)"
 
 
 def dataset_names(plan: Plan) -> dict[str, str]:
@@ -112,8 +115,20 @@ def data_step_lines(step: DataStep, labels: StepLabels | None = None) -> list[st
         lines.append("    # recomputes its whole state: its query changed")
     for inp in step.inputs:
         lines.append(f"    # input {names.get(inp.name, inp.name)}: {_input_status(inp)}")
-    lines.append(f"    # mode: {step.mode or MODE_UNKNOWN}")
+    lines.append(f"    # mode: {mode_text(step)}")
+    if step.hint:
+        lines.append(f"    # hint: {step.hint}")
     return lines
+
+
+def mode_text(step: Transform) -> str:
+    """The ``# mode:`` of a transform step: checked in this plan, else as its last run found it
+    (``grouped (last run)``), else not known without the engine."""
+    if step.mode:
+        return step.mode
+    if step.last_run is not None:
+        return f"{step.last_run.mode} {LAST_RUN}"
+    return MODE_UNKNOWN
 
 
 def _input_status(inp: TransformInput) -> str:

@@ -19,8 +19,9 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from odfproj.errors import OdfprojError
 from odfproj.odf import model
 from odfproj.plan.diff import ChainView, fold
-from odfproj.plan.model import DataStep, Ingest, Transform, TransformInput
+from odfproj.plan.model import DataStep, Ingest, LastRun, Transform, TransformInput
 from odfproj.project.boundary import path_refusal
+from odfproj.storage.update_record import UpdateRecord
 from odfproj.transform.modes import QueryMode
 
 #: A FilesGlob fetch lists the user's own files and never writes to its work folder: none is made.
@@ -34,12 +35,14 @@ def data_step(
     views: Mapping[str, ChainView],
     project_root: Path | None,
     mode: QueryMode | None = None,
+    last_update: UpdateRecord | None = None,
 ) -> DataStep | None:
     """The data step ``run`` takes for one dataset once its definition is applied (None: no data work).
 
     ``project_root`` None lists no files (a plan made without a project folder, e.g. in tests).
     ``mode`` is a derivative's execution mode when this plan checked its query (None: not known
-    without the engine; ``run`` decides it from the query it analyses).
+    without the engine; ``run`` decides it from the query it analyses). ``last_update`` is the
+    record of its last update when the plan keeps its query: the mode that run found, and its hint.
     """
     definition = fold(snapshot.metadata)
     source = definition.get("SetPollingSource")
@@ -47,8 +50,17 @@ def data_step(
         return _ingest(name, manifest, source.fetch, views.get(name.lower()), project_root)
     transform = definition.get("SetTransform")
     if isinstance(transform, model.SetTransform):
+        last_run = None
+        if last_update is not None and last_update.last_mode:
+            last_run = LastRun(last_update.last_mode, last_update.path, last_update.why_full)
+        hint = mode.hint if mode is not None else (last_update.hint if last_update is not None else None)
         return Transform(
-            name, manifest, _inputs(name, transform, views), str(mode) if mode is not None else None
+            name,
+            manifest,
+            _inputs(name, transform, views),
+            str(mode) if mode is not None else None,
+            last_run,
+            hint or None,
         )
     return None
 

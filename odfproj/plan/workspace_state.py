@@ -16,6 +16,7 @@ from odfproj.plan.apply_record import APPLY_RECORD, applied_sequence_number
 from odfproj.plan.diff import WRITTEN_BY_DATA, ChainView
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.projection import ChainProjection, event_kind
+from odfproj.storage.update_record import read_update_record
 
 __all__ = ["WorkspaceState", "load_workspace_state"]
 
@@ -69,6 +70,7 @@ def load_workspace_state(root: Path, names: Collection[str] | None = None) -> Wo
                 {did.as_did_str(): pos.new_offset for did, pos in projection.inputs.items()}
             ),
             schema_bytes=projection.schema,
+            last_update=read_update_record(dataset, projection) if projection.set_transform else None,
             **_files_glob_progress(dataset, projection),
         )
     return WorkspaceState(MappingProxyType(views), read, len(listed))

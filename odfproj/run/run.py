@@ -62,6 +62,7 @@ from odfproj.run.apply import ApplyResult, apply_plan, check_plan
 from odfproj.run.queue import ReadyQueue
 from odfproj.run.runlog import RUN_THREADS, log_path, run_log
 from odfproj.storage.fsutil import replace_atomic
+from odfproj.storage.update_record import describe_path
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.coordinator import update_derivative
 
@@ -118,6 +119,15 @@ class DatasetRun:
     message: str = ""
     #: The dataset's data test results after it updated (``quality.execute.TestResult.to_json``).
     tests: tuple[Mapping[str, Any], ...] = ()
+    #: For a derivative whose query ran: the path its update took (``stateless``, ``grouped``,
+    #: ``grouped over a join``, ``join``, ``full``); ``""`` otherwise.
+    path: str = ""
+    #: Why the update took the full path: the construct that makes the query ``full``, or the update's own reason.
+    why_full: str = ""
+    #: The query's mode as the update found it (``grouped``, ``full: window function``).
+    mode: str = ""
+    #: For a ``full`` query: the small rewrite that would make it incremental.
+    hint: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -128,6 +138,10 @@ class DatasetRun:
             "blocks_added": self.blocks_added,
             "execution_time": round(self.seconds, 3),
             "message": self.message,
+            "path": self.path or None,
+            "why_full": self.why_full or None,
+            "mode": self.mode or None,
+            "hint": self.hint or None,
             "tests": [dict(t) for t in self.tests],
         }
 
@@ -509,11 +523,20 @@ def _run_step(
                 workspace, name, engine, system_time or datetime.now(UTC), full_refresh=full_refresh
             )
             blocks = _blocks_since(workspace, name, head_before)
-            note = (outcome.reason or "up to date") if blocks == 0 else ""
-            if blocks and outcome.why_full:  # an incremental mode that had to recompute: say why
-                note = f"full: {outcome.why_full}"
+            # The path the query took (and why full, and what would make it incremental), when it ran.
+            path = describe_path(outcome.mode, outcome.why_full, outcome.query_mode, outcome.hint)
+            note = (outcome.reason or "up to date") if blocks == 0 else path
             result = DatasetRun(
-                name, work, Status.SUCCESS, records_added=outcome.records, blocks_added=blocks, message=note
+                name,
+                work,
+                Status.SUCCESS,
+                records_added=outcome.records,
+                blocks_added=blocks,
+                message=note,
+                path=outcome.mode,
+                why_full=outcome.why_full,
+                mode=outcome.query_mode,
+                hint=outcome.hint,
             )
     except OdfprojError as e:
         result = DatasetRun(name, work, Status.ERROR, message=str(e))
