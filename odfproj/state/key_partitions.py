@@ -3,8 +3,9 @@
 Opal keeps its key store in RocksDB, on disk, so a table of billions of keys costs its writers no
 memory per key. Here the sorted ``(hash, row, key)`` columns of :class:`~odfproj.state.key_store.KeyStore`
 are cut by the top ``bits`` of the hash into ``2**bits`` partitions, each a file of at most about
-:data:`PARTITION_KEYS` keys (the count doubles the partitions when the keys outgrow them). A run of
-blocks is applied in two passes:
+:data:`PARTITION_KEYS` keys (the count doubles the partitions when the keys outgrow them, and halves
+them, merging neighbours, when they hold under a quarter of that). A run of blocks is applied in two
+passes:
 
 1. block by block (one block's key columns in memory), each block is reduced to one change per key
    (:class:`PendingChanges`); the changes are kept in memory up to :data:`SPILL_ROWS` rows, beyond
@@ -24,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,8 @@ from odfproj.storage.fsutil import fsync_dir, new_txid, write_durable
 PARTITION_KEYS = 1 << 18
 #: Pending changes held in memory before a sorted run is written to disk.
 SPILL_ROWS = 1 << 18
+#: Partitions merge in pairs when they hold on average fewer than ``PARTITION_KEYS / MERGE_FRACTION`` keys.
+MERGE_FRACTION = 4
 
 _HASH, _ROW, _SEQ = "__hash", "__row", "__block"
 _FIELDS = [pa.field(_HASH, pa.uint64(), nullable=False), pa.field(_ROW, pa.int64(), nullable=False)]
@@ -114,6 +117,8 @@ class PendingChanges:
         self.spill_rows = spill_rows
         self.work_dir = work_dir
         self.count = 0
+        #: Changes that give a key a row: an upper bound on the keys a run of blocks adds.
+        self.adds = 0
         self._buffered: list[pa.Table] = []
         self._buffered_rows = 0
         self._runs: list[Path] = []
@@ -131,6 +136,7 @@ class PendingChanges:
         self._buffered.append(table)
         self._buffered_rows += n
         self.count += n
+        self.adds += int(np.count_nonzero(new_rows != ABSENT))
         if self._buffered_rows > self.spill_rows:
             self._spill()
 
@@ -282,11 +288,12 @@ class PartitionedKeyStore:
 
     def load(self, i: int) -> KeyStore:
         """Partition ``i`` in memory, proven against its size, CRC, count and hash range."""
-        part = self.parts[i]
+        return self._decoded(self.parts[i], *hash_range(i, self.bits))
+
+    def _decoded(self, part: Part, lo: int, hi: int | None) -> KeyStore:
         if isinstance(part, KeyStore):
             return part
         store = decode_keys(read_content(part.directory, part.file), self.key_columns, self.schema)
-        lo, hi = hash_range(i, self.bits)
         if len(store) != part.count or (
             len(store) and (int(store.hashes[0]) < lo or (hi is not None and int(store.hashes[-1]) >= hi))
         ):
@@ -318,10 +325,11 @@ class PartitionedKeyStore:
         """Pass 2: apply every pending change, partition by partition; collect each block's superseded rows.
 
         The partitions double until they hold about ``partition_keys`` keys each (assuming every
-        pending change adds a key, an upper bound).
+        pending change that gives a key a row adds a key, an upper bound); afterwards, partitions
+        left with fewer than a quarter of that on average merge in pairs (:meth:`_merged`).
         """
         bits = self.bits
-        while len(self) + pending.count > self.partition_keys << bits:
+        while len(self) + pending.adds > self.partition_keys << bits:
             bits += 1
         shift = bits - self.bits
         parts: list[Part] = []
@@ -346,7 +354,45 @@ class PartitionedKeyStore:
                     new_rows = block_changes.column(_ROW).to_numpy()
                     store.apply(KeyChanges(hashes, keys, positions, new_rows))
             parts.append(self._kept(store, i, bits))
-        self.parts, self.bits = parts, bits
+        merged, merged_bits = self._merged(parts, bits)
+        self.parts, self.bits = merged, merged_bits
+        if merged is not parts and self._work is not None:
+            # This update's files the merge superseded (a name is its content: a merged partition
+            # equal to one of them, an empty one say, has the same name and stays).
+            work = self._work.path
+            kept = {p.file.name for p in merged if isinstance(p, StoredPart)}
+            for part in parts:
+                if isinstance(part, StoredPart) and part.directory == work and part.file.name not in kept:
+                    (work / part.file.name).unlink(missing_ok=True)
+
+    def _merged(self, parts: list[Part], bits: int) -> tuple[list[Part], int]:
+        """``parts`` (of ``2**bits``) halved while they hold under a quarter of ``partition_keys`` on average.
+
+        Partition ``i`` of ``2**(bits-1)`` is partitions ``2i`` and ``2i+1`` of ``2**bits`` end to end:
+        neighbours in hash order whose ranges make up its range, so the merged file is sorted by hash
+        and every partition still holds exactly the hashes of its range (what :meth:`load` checks).
+        A hash spreads keys evenly, so the partitions shrink together and the average speaks for each.
+        A quarter, not a half: a store just split holds over half of ``partition_keys`` per
+        partition, and one just merged under a half, so it must lose half its keys to merge again or
+        double them to split again: keys coming and going at a boundary never make it flap.
+
+        Merged partitions are written like split ones: new files in the work folder, moved into the
+        index folder by the save, whose manifest (replaced atomically) is the only thing naming them.
+        Returns ``parts`` itself when nothing merges.
+        """
+        total = sum(len(p) if isinstance(p, KeyStore) else p.count for p in parts)
+        merged_bits = bits
+        while merged_bits and total * MERGE_FRACTION < self.partition_keys << merged_bits:
+            merged_bits -= 1
+        shift = bits - merged_bits
+        if not shift:
+            return parts, bits
+        merged: list[Part] = []
+        for i in range(1 << merged_bits):
+            children = range(i << shift, (i + 1) << shift)  # one merged partition in memory at a time
+            stores = [self._decoded(parts[j], *hash_range(j, bits)) for j in children]
+            merged.append(self._kept(_concatenated(self.key_columns, self.schema, stores), i, merged_bits))
+        return merged, merged_bits
 
     def _kept(self, store: KeyStore, i: int, bits: int) -> Part:
         if not bits:
@@ -370,6 +416,24 @@ class PartitionedKeyStore:
                 self.parts[i] = StoredPart(directory, stored, count)
             saved.append((stored, count))
         return saved
+
+
+def _concatenated(
+    key_columns: tuple[str, ...], schema: pa.Schema | None, stores: Iterable[KeyStore]
+) -> KeyStore:
+    """Stores of consecutive hash ranges, in range order, as one store (still sorted by hash)."""
+    kept = [s for s in stores if len(s)]
+    if schema is None or not kept:
+        keys = schema.empty_table() if schema is not None else None
+        return KeyStore(key_columns, schema, keys=keys)
+    tables = [s.keys for s in kept if s.keys is not None]
+    return KeyStore(
+        key_columns,
+        schema,
+        np.concatenate([s.hashes for s in kept]),
+        np.concatenate([s.rows for s in kept]),
+        pa.concat_tables(tables).combine_chunks(),
+    )
 
 
 def _within(store: KeyStore, lo: int, hi: int | None) -> KeyStore:

@@ -123,7 +123,8 @@ def test_partitioned_key_store_through_disk_equals_reference(
     """A key store cut into many partitions on disk, its changes spilled in sorted runs, answers the same.
 
     With a partition size of 1 to 3 keys and spills every 0 to 4 rows, every path of the bounded
-    update is taken: partitions doubling, a partition split while it has no change, runs on disk.
+    update is taken: partitions doubling, a partition split while it has no change, runs on disk,
+    partitions merging as keys are retracted.
     """
     times = block_times(len(blocks), gaps)
     batches = change_batches(blocks, times)
@@ -139,6 +140,8 @@ def test_partitioned_key_store_through_disk_equals_reference(
         assert len(index.key_store) == len(reference.key_store)
         if len(reference.key_store) > partition_keys:
             assert index.key_store.bits > 0  # the store really is partitioned
+        store = index.key_store  # and partitions left under a quarter full on average were merged
+        assert store.bits == 0 or len(store) * 4 >= partition_keys << store.bits
         on_disk = {p.name for p in directory.iterdir()}
         assert not [n for n in on_disk if n.startswith(".work") or n.startswith("pending")]
         index = load_index(directory, KEY_COLUMNS)
