@@ -3,7 +3,10 @@
 Whatever moment the kill lands on (inside the data commit, between the commit and the index update,
 in the middle of saving the index), opening the index afterwards must give exactly what a rebuild
 from the chain gives, and a stored index stamped with the current head must already be right. The
-writer is ``helpers/index_crash_writer.py``; it uses the same commit and index functions as ingest.
+writer is ``helpers/index_crash_writer.py``; it uses the same commit and index functions as ingest,
+with partitions of 2 keys, so its updates split, merge and spill in a ``.work-*`` folder. Whatever
+the kill left in the index folder (a work folder, temporary files, files no manifest names), the
+next open that may write removes it, whether it updates the index or finds it at the head.
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ import pytest
 from odfproj.odf import model
 from odfproj.state.dataset_index import index_directory, open_state_index, rebuild_state_index
 from odfproj.state.errors import CorruptIndexError
-from odfproj.state.persistence import load_index
+from odfproj.state.persistence import load_index, read_manifest
 from odfproj.storage.verify import verify_dataset
 from odfproj.storage.workspace import Workspace
-from tests.state.changelogs import KEY_COLUMNS, SCHEMA, same_index
+from tests.state.changelogs import KEY_COLUMNS, SCHEMA, same_index, small_partitions
+from tests.state.helpers.index_crash_writer import CRASH_PARTITIONS
 from tests.storage.helpers.chains import set_schema
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,7 +41,22 @@ def test_sigkill_during_commits_never_leaves_an_index_that_disagrees(tmp_path: P
     workspace.create("cities", model.DatasetKind.Root).append([set_schema(SCHEMA)])
     log = tmp_path / "heads.log"
     rng = random.Random(os.environ.get("ODFPROJ_CRASH_SEED", "5eed1dx"))
-    seen = {"current": 0, "behind_or_ahead": 0, "missing_or_corrupt": 0}
+    seen = {"current": 0, "behind_or_ahead": 0, "missing_or_corrupt": 0, "left_over": 0}
+    with small_partitions(*CRASH_PARTITIONS):
+        _kill_rounds(workspace, log, rng, seen, tmp_path / "scratch")
+        dataset = workspace.open("cities")
+        same_index(open_state_index(dataset, KEY_COLUMNS), rebuild_state_index(dataset, KEY_COLUMNS))
+        assert left_over(index_directory(dataset)) == set()
+
+    blocks = len(list(workspace.open("cities").iter_blocks()))
+    print(f"{blocks} blocks; after the kills the stored index was {seen}")
+    assert blocks > KILLS  # the writer really committed between kills
+    assert seen["current"] > 0  # commits kept the index current: readers usually need no catch-up
+
+
+def _kill_rounds(
+    workspace: Workspace, log: Path, rng: random.Random, seen: dict[str, int], scratch: Path
+) -> None:
     for round_ in range(KILLS):
         proc = subprocess.Popen(
             [
@@ -47,7 +66,7 @@ def test_sigkill_during_commits_never_leaves_an_index_that_disagrees(tmp_path: P
                 str(workspace.root),
                 "cities",
                 str(log),
-                str(tmp_path / "scratch"),
+                str(scratch),
             ],
             cwd=REPO,
             stdout=subprocess.PIPE,
@@ -77,13 +96,19 @@ def test_sigkill_during_commits_never_leaves_an_index_that_disagrees(tmp_path: P
             same_index(stored, rebuilt)  # stamped with the head: it must already be right
         else:
             seen["behind_or_ahead"] += 1
-        # Every other round leaves the stale index on disk for the next writer to start from.
-        same_index(open_state_index(dataset, KEY_COLUMNS, persist=round_ % 2 == 0), rebuilt)
+        directory = index_directory(dataset)
+        if stored is not None and left_over(directory):
+            seen["left_over"] += 1
+        # Every other round leaves the stale index (and any leftovers) for the next writer to start from.
+        persist = round_ % 2 == 0
+        same_index(open_state_index(dataset, KEY_COLUMNS, persist=persist), rebuilt)
+        if persist:  # whether that open caught the index up or found it at the head: nothing left over
+            assert left_over(directory) == set(), f"round {round_}"
 
-    blocks = len(list(workspace.open("cities").iter_blocks()))
-    print(f"{blocks} blocks; after the kills the stored index was {seen}")
-    assert blocks > KILLS  # the writer really committed between kills
-    assert seen["current"] > 0  # commits kept the index current: readers usually need no catch-up
+
+def left_over(directory: Path) -> set[str]:
+    """What the index folder holds that its manifest does not name: temporaries, orphans, work folders."""
+    return {p.name for p in directory.iterdir()} - read_manifest(directory).file_names()
 
 
 def logged(log: Path) -> int:
