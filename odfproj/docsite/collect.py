@@ -44,6 +44,7 @@ from odfproj.state.dataset_index import open_state_index
 from odfproj.state.summary import ChainSummary
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.projection import ChainProjection, event_kind
+from odfproj.storage.update_record import UpdateRecord, read_update_record
 from odfproj.storage.workspace import Workspace
 
 __all__ = ["LAST_BLOCKS", "collect_site"]
@@ -95,6 +96,7 @@ def collect_site(config: ProjectConfig, target: str | None = None) -> Site:
                 state=_state(*chain) if chain is not None else None,
                 last_run=runs.get(node.name.lower()),
                 tests=tests.get(node.name.lower(), ()),
+                last_update=_last_update(*chain) if chain is not None else None,
             )
         )
     warnings = (*lineage.problems, *_orphan_warnings(chains, graph))
@@ -250,6 +252,13 @@ def _state(dataset: Dataset, projection: ChainProjection) -> DataState:
         last_blocks=tuple(blocks),
         current_rows=_current_rows(dataset, projection, chain.primary_key),
     )
+
+
+def _last_update(dataset: Dataset, projection: ChainProjection) -> UpdateRecord | None:
+    """A derivative's record of its last update, if it is of the query the chain holds now."""
+    if projection.set_transform is None:
+        return None
+    return read_update_record(dataset, projection)
 
 
 def _current_rows(dataset: Dataset, projection: ChainProjection, key: tuple[str, ...]) -> int | None:

@@ -269,8 +269,30 @@ def _data(doc: DatasetDoc) -> str:
         ("Watermark", _watermark(state.chain) or '<span class="muted">none</span>'),
         ("Blocks", f"{state.chain.blocks:,}"),
         ("Head", f"<code class=small>{_e(state.chain.head)}</code>"),
+        *_last_update(doc),
     ]
     return _dl(pairs) + _last_run(doc)
+
+
+def _last_update(doc: DatasetDoc) -> list[tuple[str, str]]:
+    """The path a derivative's last update took, why full, its query's mode when other, the hint."""
+    update = doc.last_update
+    if update is None:
+        return []
+    full = update.path == "full"
+    path = f"<b>{_e(update.path)}</b>" + (f" ({_e(update.why_full)})" if full and update.why_full else "")
+    if update.updated_at:
+        path += f' <span class="muted">at {_e(update.updated_at)}</span>'
+    pairs = [("Last update", path)]
+    if (
+        update.mode
+        and update.mode != update.path
+        and not (full and update.mode == f"full: {update.why_full}")
+    ):
+        pairs.append(("Mode", _e(update.mode)))
+    if update.hint:
+        pairs.append(("Hint", _e(update.hint)))
+    return pairs
 
 
 def _last_run(doc: DatasetDoc) -> str:

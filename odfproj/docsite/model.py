@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from odfproj.state.summary import ChainSummary
+from odfproj.storage.update_record import UpdateRecord
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,9 @@ class DatasetDoc:
     state: DataState | None
     last_run: LastRun | None
     tests: tuple[TestResult, ...]
+    last_update: UpdateRecord | None = None
+    """A derivative's last update that ran its current query: the path it took, why full, the hint
+    (the dataset's ``info/`` record, kept across runs that did not select it)."""
 
 
 @dataclass(frozen=True)
