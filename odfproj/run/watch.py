@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path, PurePosixPath
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import pyarrow as pa
 from watchdog.events import (
@@ -66,8 +66,6 @@ from odfproj.engine.warm.client import WarmSessionHolder, call
 from odfproj.engine.warm.lifecycle import PING_TIMEOUT_S, WarmEngine
 from odfproj.engine.warm.protocol import STATE_FILE
 from odfproj.errors import EngineError, ManifestError, OdfprojError
-from odfproj.odf import model
-from odfproj.odf.data_schema import Vocab
 from odfproj.plan.engine_checks import query_checker
 from odfproj.plan.model import Plan
 from odfproj.plan.queries import QueryChecker
@@ -290,26 +288,15 @@ class WarmQueryChecks:
             except queue.Empty:
                 return out
 
-    # -- the QueryChecker --
+    # -- the QueryChecker: each check forwarded as it was called (its parameters are the protocol's) --
 
-    def __call__(
-        self,
-        dataset: str,
-        transform: model.Transform,
-        inputs: Mapping[str, pa.Schema],
-        vocab: Vocab | None = None,
-    ) -> CheckedQuery:
-        key = ("derivative", dataset, transform, dict(inputs), vocab)
-        return self._ask(key, lambda: self.checker(dataset, transform, inputs, vocab))
+    def __call__(self, *arguments: Any, **keywords: Any) -> CheckedQuery:
+        key = ("derivative", arguments, keywords)
+        return self._ask(key, lambda: self.checker(*arguments, **keywords))
 
-    def source_schema(
-        self,
-        dataset: str,
-        source: model.SetPollingSource | model.AddPushSource,
-        vocab: model.SetVocab | None,
-    ) -> pa.Schema | None:
-        key = ("source", dataset, source, vocab)
-        return self._ask(key, lambda: self.checker.source_schema(dataset, source, vocab))
+    def source_schema(self, *arguments: Any, **keywords: Any) -> pa.Schema | None:
+        key = ("source", arguments, keywords)
+        return self._ask(key, lambda: self.checker.source_schema(*arguments, **keywords))
 
     def _ask(self, key: tuple[object, ...], ask: Callable[[], _Answer]) -> _Answer:
         try:
