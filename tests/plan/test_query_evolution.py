@@ -24,6 +24,7 @@ from odfproj.plan.sources import PlanRequest, plan_project
 from odfproj.project.config import load_project
 from odfproj.run.run import run_project
 from odfproj.state.read import read_changelog
+from odfproj.storage.update_record import UPDATE_RECORD
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.reproduce import reproduce_all
 from tests import manifests
@@ -222,9 +223,12 @@ def test_the_plan_shows_the_mode_of_a_checked_query_and_says_when_it_does_not_kn
     _set_query(project, "big", "SELECT event_time, id, upper(city) AS city FROM s WHERE amount > 2")
     plan = _plan(project, engine)
     modes = {s.dataset: s.mode for s in plan.data_steps if isinstance(s, Transform)}
-    # by-city did not change: the plan did not analyse it, run decides its mode.
+    # by-city did not change: the plan did not analyse it; it shows the mode its last run recorded.
     assert modes == {"by-city": None, "ranked": "full: window function", "big": "stateless"}
     text = render_text(plan)
     assert "  transform big\n    # input sales: " in text and "    # mode: stateless\n" in text
-    assert f"    # mode: {MODE_UNKNOWN}\n" in text
+    assert "    # mode: grouped (last run)\n" in text
     assert plan_from_data(json.loads(plan_to_json(plan))).steps == plan.steps
+    # Without that record (never run here), the plan does not know: run decides.
+    (Workspace(load_project(project).workspace()).open("by-city").layout.info_dir / UPDATE_RECORD).unlink()
+    assert f"    # mode: {MODE_UNKNOWN}\n" in render_text(_plan(project, engine))
