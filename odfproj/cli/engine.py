@@ -15,7 +15,7 @@ from odfproj.engine.warm.lifecycle import ServerStatus
 app = typer.Typer(
     cls=metavars.Group,
     help="The warm engine: a local Spark server that `run`, `sql`, `ingest`, `test` and the query checks of "
-    "`plan`/`apply` reuse between commands instead of starting a JVM each. It starts on first need, "
+    "`plan`/`apply`/`watch` reuse between commands instead of starting a JVM each. It starts on first need, "
     "stops after ODFPROJ_WARM_IDLE seconds unused (default 900), listens on 127.0.0.1 only, and is off "
     "where CI is set unless asked for (--warm, ODFPROJ_WARM_ENGINE=on).",
     no_args_is_help=True,

@@ -57,10 +57,19 @@ class WarmChecks:
     holder: WarmSessionHolder
 
     def __call__(self, *arguments: Any, **keywords: Any) -> CheckedQuery:
-        return call(self.holder.server(), _DERIVATIVE, arguments, keywords)
+        return call(self.holder.server(), _DERIVATIVE, *_sendable(arguments, keywords))
 
     def source_schema(self, *arguments: Any, **keywords: Any) -> pa.Schema | None:
-        return call(self.holder.server(), _SOURCE, arguments, keywords)
+        return call(self.holder.server(), _SOURCE, *_sendable(arguments, keywords))
+
+
+def _sendable(arguments: tuple[Any, ...], keywords: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A check's arguments as a pickle takes them: a read-only mapping (which pickle refuses) as a dict."""
+
+    def plain(value: Any) -> Any:
+        return dict(value) if isinstance(value, Mapping) else value
+
+    return tuple(plain(a) for a in arguments), {k: plain(v) for k, v in keywords.items()}
 
 
 def warm_sql(

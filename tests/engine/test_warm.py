@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 import pyarrow as pa
 import pytest
@@ -235,6 +236,9 @@ def test_the_plans_checks_on_it_equal_the_cold_ones(warm, engine) -> None:
             with pytest.raises(InvalidQueryError) as hot:
                 warm_checks("bad", transform, {"a": INPUT})
             assert str(hot.value) == str(cold.value)
+        read_only = MappingProxyType(inputs)  # what a caller may hold; pickle refuses it as it is
+        plain = model.TransformSql(engine="spark", query="SELECT event_time, k FROM a")
+        assert warm_checks("ro", plain, read_only) == cold_checks("ro", plain, read_only)
         assert holder.server().pid == warm.leased[0].pid  # the same server, not a new one
     finally:
         holder.stop()

@@ -40,6 +40,6 @@ The package is split by role, one module each: :mod:`.choice` (whether a command
 whether a target fits it), :mod:`.lifecycle` (a command finding, starting, leasing and stopping the
 server), :mod:`.client` (a command's requests, and a Connect session on the server), :mod:`.server`
 (what runs inside the server process), and :mod:`.protocol` (the record and the socket's frames both
-ends share). The requests themselves are their layers': ``transform.served_checks`` (the plan's
+ends share). The requests themselves are their layers': ``plan.served_checks`` (the plan's
 checks and ``sql``), ``run.warm_run`` (``run``), assembled by the entry point ``run.warm_server``.
 """
