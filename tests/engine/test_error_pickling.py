@@ -25,7 +25,7 @@ from odfproj.engine.warm import client, server
 from odfproj.engine.warm.protocol import ServerInfo, send
 from odfproj.errors import EngineError, ManifestError, OdfprojError
 
-#: Modules that are scripts or need what a test process lacks: none so far (a name here says why).
+#: Modules not imported, each with why (a script runs when imported; it defines no error class).
 _SKIPPED: dict[str, str] = {"odfproj.__main__": "runs the CLI when imported"}
 
 
