@@ -7,7 +7,7 @@
         v-<txid>/part-*.parquet the groups (keys, row count, partial aggregates), written by Spark
 
 The state is a cache of what the derivative's inputs, as its head consumed them, hold per group
-(:mod:`odfproj.transform.grouped`). It is trusted only when its manifest names the dataset's current
+(:mod:`odfproj.transform.incremental.grouped`). It is trusted only when its manifest names the dataset's current
 head and the same ``fingerprint`` (the query and the split's format), and every file it lists is there
 with its size. Anything else (missing, behind the head after a crash between a commit and the state's
 write, another query, damage) reads as ``None`` and the caller rebuilds it from the inputs: a stale

@@ -7,7 +7,7 @@
                                             the input offsets covered, every run's files and sizes
         <key>/r-<txid>/__odfproj_bucket=<b>/part-*.parquet
 
-For every input column a join's equality reads (:mod:`odfproj.transform.join_keys`), the derivative
+For every input column a join's equality reads (:mod:`odfproj.transform.incremental.join_keys`), the derivative
 keeps the input's rows as *signed counts* (the state columns, standard names, and a net count: the
 same netting as :func:`odfproj.state.projections.signed_counts`), cut into :data:`BUCKETS` buckets by a
 type-stable hash of that column (:func:`key_bucket`; integers of every width hash as ``bigint``).
@@ -83,7 +83,7 @@ class IndexedKey:
 
     alias: str
     column: str
-    #: ``long`` for integers of any width, else the Spark type name (:func:`~odfproj.transform.join_keys.key_kind`).
+    #: ``long`` for integers of any width, else the Spark type name (:func:`~odfproj.transform.incremental.join_keys.key_kind`).
     kind: str
 
     @property

@@ -9,10 +9,10 @@
 3. does nothing (no Spark work) when no input has new records and the transform is unchanged; commits
    a data-less ExecuteTransform when only the inputs' watermarks moved;
 4. otherwise, under an unchanged SetTransform, takes the incremental path of the query's mode: the
-   inputs' new records only (``stateless``, :mod:`odfproj.transform.incremental`), merged into per-group
-   partials (``grouped``, :mod:`odfproj.transform.grouped`, also over a join's delta) or joined with
+   inputs' new records only (``stateless``, :mod:`odfproj.transform.incremental.stateless`), merged into per-group
+   partials (``grouped``, :mod:`odfproj.transform.incremental.grouped`, also over a join's delta) or joined with
    the other inputs' rows they meet, found by join key once their history is large (``join``,
-   :mod:`odfproj.transform.joins`, :mod:`odfproj.transform.join_sides`); for any other query (or ``full_refresh``)
+   :mod:`odfproj.transform.incremental.joins`, :mod:`odfproj.transform.incremental.join_sides`); for any other query (or ``full_refresh``)
    recomputes it over the inputs' full current states and diffs it with the derivative's own current
    state (:mod:`odfproj.transform.execute`); either way commits the difference as one data slice,
    plus a SetDataSchema before the first data and whenever the query added columns
@@ -54,11 +54,16 @@ from odfproj.storage.update_record import UpdateRecord, transform_block, write_u
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.errors import TransformError
 from odfproj.transform.execute import compute_changes, write_changes
-from odfproj.transform.grouped import GroupedUpdate, checked_mode, grouped_changes, keep_group_state
-from odfproj.transform.incremental import signed_inputs, stateless_changes
+from odfproj.transform.incremental.grouped import (
+    GroupedUpdate,
+    checked_mode,
+    grouped_changes,
+    keep_group_state,
+)
+from odfproj.transform.incremental.join_sides import IndexedInput, JoinSides, keep_join_index, open_join_sides
+from odfproj.transform.incremental.joins import JoinInput, join_changes
+from odfproj.transform.incremental.stateless import signed_inputs, stateless_changes
 from odfproj.transform.inputs import resolve_inputs
-from odfproj.transform.join_sides import IndexedInput, JoinSides, keep_join_index, open_join_sides
-from odfproj.transform.joins import JoinInput, join_changes
 from odfproj.transform.modes import Mode, QueryMode, query_mode
 
 if TYPE_CHECKING:
@@ -207,7 +212,7 @@ def update_derivative(
     :class:`TransformError` (unknown input, changed schema), ``InvalidQueryError`` (a bad query),
     ``EngineError`` (Spark failed) or a storage error (the head moved meanwhile); nothing is committed
     then. A stateless query under an unchanged SetTransform reads only the inputs' new records
-    (:mod:`odfproj.transform.incremental`); ``full_refresh`` forces the full recomputation, whose
+    (:mod:`odfproj.transform.incremental.stateless`); ``full_refresh`` forces the full recomputation, whose
     block is the same.
     """
     system_time = to_utc(system_time)
@@ -277,7 +282,7 @@ def update_derivative(
         # written is found stale by its stamp and rebuilt by the next update.
         with suppress(OdfprojError), translating_errors(f"transform of {name} (its group state)"):
             _keep_group_state(engine, transform, dataset, head, slices, grouped if mode != "full" else None)
-        # The same best effort for the join index (transform/join_sides.py): the one this update opened,
+        # The same best effort for the join index (transform/incremental/join_sides.py): the one this update opened,
         # or after a full-path commit the stored one, if any.
         if sides is not None or mode in ("join", "full"):
             with suppress(OdfprojError), translating_errors(f"transform of {name} (its join index)"):
@@ -444,7 +449,7 @@ def _incremental_changes(
     """The incremental path of the query's mode, for a derivative with data under an unchanged
     SetTransform (the caller checks): the query is analysed over the rows the inputs' new records add
     and classified once (:func:`odfproj.transform.modes.query_mode`), and only that mode's path runs
-    (:mod:`~odfproj.transform.incremental`, :mod:`~odfproj.transform.grouped`, :mod:`~odfproj.transform.joins`).
+    (:mod:`~odfproj.transform.incremental.stateless`, :mod:`~odfproj.transform.incremental.grouped`, :mod:`~odfproj.transform.incremental.joins`).
     A mode seen before for the same query and inputs' schemas is not classified again, and a join's
     update then skips the query over the added rows too (its terms analyse their own inputs)."""
     assert p.arrow_schema is not None

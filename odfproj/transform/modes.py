@@ -41,7 +41,7 @@ from sqlglot.errors import SqlglotError
 from odfproj.engine.dialects import translated_queries
 from odfproj.engine.spark import analysed_plan_json
 from odfproj.odf import model
-from odfproj.transform.aggregation import NotSplittable, split_grouped
+from odfproj.transform.incremental.aggregation import NotSplittable, split_grouped
 from odfproj.transform.plan_tree import PlanNode, plan_tree, view_name
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ class QueryMode:
     #: takes the full path.
     fixed_inputs: frozenset[str] = frozenset()
     #: For ``grouped``: the aggregation is over a ``join`` pipeline, so the change of its pre-aggregated
-    #: rows comes from the join's delta rule (:func:`odfproj.transform.joins.join_delta`), not from the
+    #: rows comes from the join's delta rule (:func:`odfproj.transform.incremental.joins.join_delta`), not from the
     #: inputs' new records alone.
     over_join: bool = False
     #: The query reads a constant relation (``VALUES``, a ``SELECT`` of literals, ``range``): over no
@@ -352,7 +352,7 @@ def _avg_hint(argument: str | None, floating: bool) -> str:
     return f"write avg({x}) as sum({summed}) / count({x}) to make it incremental"
 
 
-#: The aggregate functions whose per-group partials merge exactly (see ``transform/grouped.py``).
+#: The aggregate functions whose per-group partials merge exactly (see ``transform/incremental/grouped.py``).
 _MERGEABLE_AGGREGATES = frozenset({"Count", "Sum", "Min", "Max"})
 _FLOATING = frozenset({"double", "float"})
 #: Types whose sums the grouped path keeps exactly (``DECIMAL`` with a scale up to 30 too).
@@ -540,8 +540,8 @@ def grouped_mode(mode: QueryMode, transform: model.TransformSql) -> QueryMode:
 
     So the mode the plan shows is the path ``run`` takes: an aggregate whose partials do not merge
     exactly (``avg``, ``DISTINCT``, ``collect_list``...) or a shape the split does not know
-    (:mod:`odfproj.transform.aggregation`). Types (a ``sum`` over ``DOUBLE``) are checked where the
-    split is analysed (:func:`odfproj.transform.grouped.check_grouped`).
+    (:mod:`odfproj.transform.incremental.aggregation`). Types (a ``sum`` over ``DOUBLE``) are checked where the
+    split is analysed (:func:`odfproj.transform.incremental.grouped.check_grouped`).
     """
     rewrite = mode.rewrite
     if rewrite is not None and rewrite.mode is Mode.GROUPED:  # a hint holds only if the split takes it

@@ -2,7 +2,7 @@
 
 ``toJSON`` writes a plan as the pre-order list of its nodes, each saying how many children follow.
 The mode classifier (:mod:`odfproj.transform.modes`) and the join keys' reader
-(:mod:`odfproj.transform.join_keys`) both walk the tree this module builds.
+(:mod:`odfproj.transform.incremental.join_keys`) both walk the tree this module builds.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from odfproj.odf import data_schema, model
 from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_TIME, Vocab
 from odfproj.transform.errors import TransformError
 from odfproj.transform.execute import check_result, output_schema
-from odfproj.transform.grouped import checked_mode
+from odfproj.transform.incremental.grouped import checked_mode
 from odfproj.transform.modes import CheckedQuery, query_mode
 
 if TYPE_CHECKING:

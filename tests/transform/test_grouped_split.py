@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from odfproj.odf import model
-from odfproj.transform.aggregation import Aggregate, NotSplittable, split_grouped
+from odfproj.transform.incremental.aggregation import Aggregate, NotSplittable, split_grouped
 from odfproj.transform.modes import Mode, QueryMode, grouped_mode
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from odfproj.transform.join_keys import JoinEdge, KeyColumn, join_edges, key_kind
+from odfproj.transform.incremental.join_keys import JoinEdge, KeyColumn, join_edges, key_kind
 
 PLANS = json.loads((Path(__file__).parent / "fixtures" / "query_plans.json").read_text())
 A_K = KeyColumn("a", "k", "string")

@@ -1,6 +1,6 @@
 """The grouped path: a ``GROUP BY`` derivative updated from per-group partial aggregates and new rows only.
 
-A grouped query (:mod:`odfproj.transform.aggregation`) is split into a stateless *pre-aggregation*
+A grouped query (:mod:`odfproj.transform.incremental.aggregation`) is split into a stateless *pre-aggregation*
 (keys ``k_i`` and aggregate arguments ``a_j`` per input row) and a *final projection* over one row per
 group. Per group the derivative keeps, in its group state (:mod:`odfproj.state.group_state`), the row
 count and partials that merge exactly:
@@ -26,7 +26,7 @@ group always exists.
 Over a join (``grouped over a join``, :attr:`odfproj.transform.modes.QueryMode.over_join`) the
 pre-aggregation is a ``join`` query, linear in each input taken alone but not in all of them at
 once, so running it over every input's ``D+`` and ``D-`` would be wrong. Its rows' change comes from
-:func:`odfproj.transform.joins.join_delta` instead (each changed input's term joined with the other
+:func:`odfproj.transform.incremental.joins.join_delta` instead (each changed input's term joined with the other
 inputs' states), netted per pre-aggregated row so that the withdrawn rows are a sub-multiset of the
 old ones, as the min/max merge needs (two terms may add and withdraw the same row); the rest is the
 same. A change on the optional side of an outer join takes the full path, as for a join.
@@ -57,7 +57,8 @@ from odfproj.odf.schema_diff import diff_columns
 from odfproj.state.group_state import FORMAT, load_group_state, save_group_state
 from odfproj.state.projections import COUNT, grouping_values, repeated
 from odfproj.storage.dataset import Dataset
-from odfproj.transform.aggregation import (
+from odfproj.transform.execute import check_result, net_changes, net_counts
+from odfproj.transform.incremental.aggregation import (
     PREFIX,
     ROWS,
     GroupedQuery,
@@ -65,10 +66,9 @@ from odfproj.transform.aggregation import (
     split_grouped,
     value_column,
 )
-from odfproj.transform.execute import check_result, net_changes, net_counts
-from odfproj.transform.incremental import SignedInputs, stored_columns
-from odfproj.transform.join_sides import JoinSides
-from odfproj.transform.joins import JoinInput, SignedRows, join_delta
+from odfproj.transform.incremental.join_sides import JoinSides
+from odfproj.transform.incremental.joins import JoinInput, SignedRows, join_delta
+from odfproj.transform.incremental.stateless import SignedInputs, stored_columns
 from odfproj.transform.modes import Mode, QueryMode, Rewrite, query_mode, sum_hint
 
 if TYPE_CHECKING:

@@ -1,8 +1,8 @@
 """The other side of a join term, found by join key through the derivative's join index.
 
-The join path (:mod:`odfproj.transform.joins`) computes, for each changed input ``X``, the term
+The join path (:mod:`odfproj.transform.incremental.joins`) computes, for each changed input ``X``, the term
 ``Q(.., dX, ..)`` with every other input fixed. An input ``Y`` joined to ``X`` by an equality
-``X.cx = Y.cy`` (:mod:`odfproj.transform.join_keys`) contributes only its rows whose ``cy`` is among
+``X.cx = Y.cy`` (:mod:`odfproj.transform.incremental.join_keys`) contributes only its rows whose ``cy`` is among
 the ``cx`` of ``dX``'s rows, so the term reads only those: the derivative keeps each such input's rows
 bucketed by ``cy`` (:mod:`odfproj.state.join_index`), the term reads the buckets of ``dX``'s keys,
 nets their counts (plus ``Y``'s own new records when the term sees ``Y`` after them), and keeps the
@@ -57,7 +57,7 @@ from odfproj.state.projections import (
 )
 from odfproj.state.stamped import MANIFEST
 from odfproj.storage.dataset import Dataset
-from odfproj.transform.join_keys import JoinEdge, join_edges
+from odfproj.transform.incremental.join_keys import JoinEdge, join_edges
 from odfproj.transform.modes import query_mode
 
 if TYPE_CHECKING:

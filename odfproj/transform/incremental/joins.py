@@ -15,11 +15,11 @@ the whole right side, so the right side's inputs are the mode's ``fixed_inputs``
 inputs with new records run one; when only the fact table grows, the update is ``Q(d events, dims)``
 and reads the events' new records and the dimension's state, never the events' history. Each
 ``dA_i`` runs as two queries, over the rows it adds and the rows it withdraws (as the stateless path
-does), and the two multisets end in the same :func:`odfproj.transform.incremental.signed_changes` as
+does), and the two multisets end in the same :func:`odfproj.transform.incremental.stateless.signed_changes` as
 every incremental path: the block is the full path's, record for record, so ``verify --reproduce``
 reproduces it and the result does not depend on how the inputs' records were split into blocks.
 
-With the derivative's join index (:mod:`odfproj.transform.join_sides`), a term reads of an input
+With the derivative's join index (:mod:`odfproj.transform.incremental.join_sides`), a term reads of an input
 joined to the changed one by an equality only the rows whose join key occurs in the change; the
 other inputs' states come from their changelogs, as without it.
 
@@ -39,8 +39,8 @@ from odfproj.engine.spark import SparkEngine
 from odfproj.odf import model
 from odfproj.odf.data_schema import Vocab
 from odfproj.state.projections import query_state, signed_states
-from odfproj.transform.incremental import signed_changes
-from odfproj.transform.join_sides import JoinSides
+from odfproj.transform.incremental.join_sides import JoinSides
+from odfproj.transform.incremental.stateless import signed_changes
 from odfproj.transform.modes import QueryMode, query_mode
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ def join_delta(
 
     ``JoinDelta(None)`` when the query is not ``join``; ``JoinDelta(None, why)`` when an input with new
     records is one the query is not linear in (the optional side of an outer join). ``sides``: the
-    derivative's join index (:mod:`odfproj.transform.join_sides`), through which a term reads only the
+    derivative's join index (:mod:`odfproj.transform.incremental.join_sides`), through which a term reads only the
     other inputs' rows its join keys meet; without it, their whole states. Lazy, but for the index's
     small lookups (the buckets a term's keys fall in). ``known``: the query's mode, classified by an
     earlier update over inputs of the same schemas; without it the first term's plan is classified.

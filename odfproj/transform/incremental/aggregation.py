@@ -1,6 +1,6 @@
 """A grouped query split into the part that runs over input rows and the part that runs over groups.
 
-The ``grouped`` path (:mod:`odfproj.transform.grouped`) keeps, per group, *partial* aggregates that
+The ``grouped`` path (:mod:`odfproj.transform.incremental.grouped`) keeps, per group, *partial* aggregates that
 can be merged exactly with the partials of new rows and of withdrawn ones. For that the query's last
 step, ``SELECT <exprs> FROM <stateless pipeline> [WHERE] GROUP BY <keys> [HAVING <cond>]`` (or a
 global aggregate, without ``GROUP BY``), is split into:

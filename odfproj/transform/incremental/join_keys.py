@@ -1,9 +1,9 @@
 """The join keys of a ``join`` query: which input column equals which, read off Spark's analysed plan.
 
-The join path (:mod:`odfproj.transform.joins`) runs one term per changed input ``X``; an input ``Y``
+The join path (:mod:`odfproj.transform.incremental.joins`) runs one term per changed input ``X``; an input ``Y``
 joined to ``X`` by an equality ``X.cx = Y.cy`` only contributes its rows whose ``cy`` occurs among the
 ``cx`` of ``X``'s changed rows, so the term may read only those (through the derivative's join index,
-:mod:`odfproj.transform.join_sides`). This module finds such *edges*, a pure function over the plan's
+:mod:`odfproj.transform.incremental.join_sides`). This module finds such *edges*, a pure function over the plan's
 JSON like :mod:`odfproj.transform.modes` (whose tree reader it shares).
 
 Covered: ``EqualTo`` conditions (a join's ``ON`` or a ``WHERE`` above it, among the top-level ``AND``\\ s)
