@@ -6,6 +6,7 @@ import enum
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -17,11 +18,9 @@ from odfproj.cli.options import (
     selection_options,
 )
 from odfproj.cli.remote_ws import synced
-from odfproj.plan.model import Plan
-from odfproj.plan.planfile import write_plan_file
-from odfproj.plan.render import colourize, render_json, render_markdown, render_text
-from odfproj.plan.sources import plan_project
-from odfproj.project.env import Redactor
+
+if TYPE_CHECKING:
+    from odfproj.plan.model import Plan
 
 
 class PlanFormat(enum.StrEnum):
@@ -31,6 +30,8 @@ class PlanFormat(enum.StrEnum):
 
 
 def render(plan: Plan, output_format: PlanFormat, show_unchanged: bool) -> str:
+    from odfproj.plan.render import render_json, render_markdown, render_text
+
     if output_format is PlanFormat.json:
         return render_json(plan)
     if output_format is PlanFormat.markdown:
@@ -84,6 +85,11 @@ def plan(
     (queries are checked against an allowlist of functions, then analysed in a local Spark sandbox
     that ignores the target's spark_master and spark_conf; never run), and templates run in a sandbox.
     """
+    from odfproj.plan.planfile import write_plan_file
+    from odfproj.plan.render import colourize
+    from odfproj.plan.sources import plan_project
+    from odfproj.project.env import Redactor
+
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
     config = selection.config()
     checker, holder = query_checker_for(validate_queries, verbose=state.verbose, warm=state.warm)

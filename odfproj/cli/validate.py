@@ -8,9 +8,6 @@ import typer
 
 from odfproj.cli.context import stderr_console
 from odfproj.cli.options import TargetOption, VarOption, parse_vars
-from odfproj.project.config import ProjectError, load_project
-from odfproj.project.validate import expand_paths, validate_files, validate_project
-from odfproj.quality.definitions import validate_tests
 
 
 def validate(
@@ -33,6 +30,10 @@ def validate(
     Nothing a manifest names is fetched or executed, and nothing outside the project folder is read:
     safe on untrusted pull requests.
     """
+    from odfproj.project.config import ProjectError, load_project
+    from odfproj.project.validate import expand_paths, validate_files, validate_project
+    from odfproj.quality.definitions import validate_tests
+
     config = None
     test_files = 0
     try:
