@@ -15,7 +15,9 @@ Rewritten (the newer spellings come from ``opendatafabric.newest.fbs``, the 0.38
 
 Refused: ``DataType`` kinds DDL cannot state exactly (``Float16``, ``Duration``, ``Null``, fixed-size
 binaries and lists, sorted maps, timestamps in a zone other than UTC, negative decimal scales), a
-field's or schema's ``extra`` attributes, and the fetch and merge kinds 0.35 does not have.
+field's or schema's ``extra`` attributes, and the merge kinds 0.35 does not have. A fetch step odfproj
+does not run (``EthereumLogs``, ODF 0.36: it needs an Ethereum node) is refused in one line naming the
+dataset, the step, its version and why, so a project that holds one can leave it out by name.
 
 Only the document (plain dicts and lists) is touched: no I/O, paths kept, so positions still point
 into the file the user wrote.
@@ -41,10 +43,19 @@ Path = tuple[str | int, ...]
 
 _SOURCE_EVENTS = ("SetPollingSource", "AddPushSource")
 
-#: Kinds of fetch and merge steps newer than 0.35: no 0.35 event means the same.
+#: Kinds of merge steps newer than 0.35: no 0.35 event means the same.
 _NEWER_KINDS = {
-    "fetch": ("EthereumLogs",),
     "merge": ("ChangelogStream", "UpsertStream"),
+}
+
+#: Fetch steps of newer ODF versions that odfproj does not run, with the version that added each and what
+#: it would take: refused by name in one line, whatever the workspace.
+_FOREIGN_FETCH_STEPS = {
+    "EthereumLogs": (
+        "ODF 0.36",
+        "it reads event logs from an Ethereum node over JSON-RPC, which kamu-cli's own ingest does; "
+        "ingest this dataset with kamu",
+    ),
 }
 
 _TIME_UNITS = {"Second": "s", "Millisecond": "ms", "Microsecond": "us", "Nanosecond": "ns"}
@@ -97,6 +108,17 @@ def upgrade_document(document: Any) -> list[Refusal]:
     for path, event in _events(document):
         if event.get("kind") not in _SOURCE_EVENTS:
             continue
+        fetch = event.get("fetch")
+        foreign = _FOREIGN_FETCH_STEPS.get(fetch.get("kind")) if isinstance(fetch, dict) else None
+        if foreign is not None:
+            version, why = foreign
+            refusals.append(
+                Refusal(
+                    (*path, "fetch", "kind"),
+                    f"{_dataset_prefix(document)}the fetch step {fetch['kind']} ({version}) is not one "
+                    f"odfproj runs: {why}",
+                )
+            )
         for step, kinds in _NEWER_KINDS.items():
             value = event.get(step)
             if isinstance(value, dict) and value.get("kind") in kinds:
@@ -115,6 +137,13 @@ def upgrade_document(document: Any) -> list[Refusal]:
             except _Refused as e:
                 refusals.append(Refusal(e.path, e.message))
     return refusals
+
+
+def _dataset_prefix(document: Any) -> str:
+    """``"NAME: "`` when the document's ``content.name`` is a string, else nothing."""
+    content = document.get("content") if isinstance(document, dict) else None
+    name = content.get("name") if isinstance(content, dict) else None
+    return f"{name}: " if isinstance(name, str) and name else ""
 
 
 def _events(document: Any) -> Iterator[tuple[Path, dict[str, Any]]]:
