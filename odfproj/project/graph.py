@@ -90,6 +90,8 @@ class DatasetGraph:
     problems: tuple[Problem, ...] = ()
     inputs: Mapping[str, tuple[InputRef, ...]] = field(default_factory=dict, repr=False)
     """Resolved inputs of each managed dataset, in manifest order."""
+    ref_paths: Mapping[tuple[str, str], DocPath] = field(default_factory=dict, repr=False)
+    """``(input, reader)`` -> where in the reader's manifest its ``datasetRef`` names the input."""
 
     # -- construction --------------------------------------------------------------------------
 
@@ -107,24 +109,36 @@ class DatasetGraph:
         problems: list[Problem] = []
         inputs: dict[str, tuple[InputRef, ...]] = {}
         ref_paths: dict[tuple[str, str], DocPath] = {}
-        for name in project.values():
-            manifest: LoadedManifest = graph.nodes[name]["manifest"]
+        for manifest in manifests.manifests:
+            if manifest.name is None:
+                continue
+            name = project[manifest.name.lower()]
             resolved, found = _resolve_inputs(manifest, resolver)
-            problems.extend(found)
-            inputs[name] = tuple(ref for ref, _ in resolved)
+            # A second file with the name (load_manifests reports it) adds only the edges of what it
+            # reads, so that `input+` finds the name however its files disagree.
+            first = graph.nodes[name]["manifest"] is manifest
+            if first:
+                problems.extend(found)
+                inputs[name] = tuple(ref for ref, _ in resolved)
             for ref, path in resolved:
                 if ref.dataset not in graph:
                     graph.add_node(ref.dataset, managed=False, manifest=None)
                 graph.add_edge(ref.dataset, name)
-                ref_paths.setdefault((ref.dataset, name), path)
+                if first:
+                    ref_paths.setdefault((ref.dataset, name), path)
         problems.extend(_cycle_problems(graph, ref_paths))
-        return cls(nx.freeze(graph), tuple(problems), inputs)
+        return cls(nx.freeze(graph), tuple(problems), inputs, ref_paths)
 
     # -- queries -------------------------------------------------------------------------------
 
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    @cached_property
+    def has_cycle(self) -> bool:
+        """True when no order exists (then ``problems`` names each cycle, and nothing can be selected)."""
+        return not nx.is_directed_acyclic_graph(self.graph)
 
     @cached_property
     def _canonical(self) -> dict[str, str]:
@@ -206,6 +220,14 @@ def _transform(manifest: LoadedManifest) -> tuple[int, SetTransform] | None:
 def _resolve_inputs(
     manifest: LoadedManifest, resolver: _Resolver
 ) -> tuple[list[tuple[InputRef, DocPath]], list[Problem]]:
+    """A manifest's inputs and the problems of those that name no dataset.
+
+    A manifest with errors has no snapshot: the inputs it declares are resolved best effort, those that
+    name nothing silently dropped (the manifest is reported for its own errors already).
+    """
+    if manifest.snapshot is None:
+        declared = ((resolver.resolve(ref)[0], ref) for ref in manifest.declared_inputs)
+        return [(InputRef(ref, name, ref), ("content", "name")) for name, ref in declared if name], []
     found = _transform(manifest)
     if found is None:
         return [], []

@@ -54,6 +54,11 @@ class LoadedManifest:
     problems: tuple[Problem, ...]
     name: str | None = None
     """``content.name`` as written, when it is a valid alias; set even if other parts are wrong."""
+    declared_inputs: tuple[str, ...] = ()
+    """Of a manifest with errors (no ``snapshot``): the ``datasetRef`` strings of its last ``SetTransform``
+    as written, best effort, so the graph still knows what it reads (selectors' ``+``)."""
+    declared_keywords: tuple[str, ...] = ()
+    """Of a manifest with errors: its last ``SetInfo``'s keywords as written, best effort (``tag:``)."""
     source_text: str = field(default="", repr=False, compare=False)
     source_map: SourceMap = field(default_factory=SourceMap, repr=False, compare=False)
     """Positions in the rendered text, for problems found later (e.g. an unknown input)."""
@@ -224,8 +229,18 @@ def build_manifest(path: Path, rel_path: str, source: str, renderer: Renderer) -
     if rendered.text is None:
         # Best effort: keep the dataset's name when the template happens to be YAML, so that
         # datasets using it as an input are not also reported as having an unknown input.
-        name = _declared_name(load_yaml_document(source.encode("utf-8"), rel_path).document)
-        return LoadedManifest(path, rel_path, "", None, rendered.problems, name=name, source_text=source)
+        document = load_yaml_document(source.encode("utf-8"), rel_path).document
+        return LoadedManifest(
+            path,
+            rel_path,
+            "",
+            None,
+            rendered.problems,
+            name=_declared_name(document),
+            declared_inputs=_declared_inputs(document),
+            declared_keywords=_declared_keywords(document),
+            source_text=source,
+        )
     text = rendered.text
     checked = check_manifest(text.encode("utf-8"), rel_path)
     problems = list(checked.problems)
@@ -241,6 +256,8 @@ def build_manifest(path: Path, rel_path: str, source: str, renderer: Renderer) -
         snapshot=snapshot,
         problems=tuple(problems),
         name=snapshot.name if snapshot is not None else _declared_name(checked.document),
+        declared_inputs=() if snapshot is not None else _declared_inputs(checked.document),
+        declared_keywords=() if snapshot is not None else _declared_keywords(checked.document),
         source_text=source,
         source_map=checked.source_map,
     )
@@ -268,6 +285,28 @@ def _declared_name(document: Any) -> str | None:
     except InvalidValueError:
         return None
     return name
+
+
+def _last_event(document: Any, kind: str) -> dict[str, Any]:
+    """The last event of ``kind`` in a document's ``content.metadata`` (event kinds are case-insensitive)."""
+    content = document.get("content") if isinstance(document, dict) else None
+    metadata = content.get("metadata") if isinstance(content, dict) else None
+    found: dict[str, Any] = {}
+    for event in metadata if isinstance(metadata, list) else ():
+        if isinstance(event, dict) and str(event.get("kind", "")).lower() == kind.lower():
+            found = event
+    return found
+
+
+def _declared_inputs(document: Any) -> tuple[str, ...]:
+    inputs = _last_event(document, "SetTransform").get("inputs")
+    refs = (i.get("datasetRef") for i in inputs if isinstance(i, dict)) if isinstance(inputs, list) else ()
+    return tuple(r for r in refs if isinstance(r, str) and r)
+
+
+def _declared_keywords(document: Any) -> tuple[str, ...]:
+    keywords = _last_event(document, "SetInfo").get("keywords")
+    return tuple(k for k in keywords if isinstance(k, str)) if isinstance(keywords, list) else ()
 
 
 def _duplicate_problems(manifests: Sequence[LoadedManifest]) -> list[Problem]:

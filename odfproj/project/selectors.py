@@ -72,6 +72,9 @@ class Selection:
 
     names: tuple[str, ...]
     warnings: tuple[str, ...] = ()
+    unnamed: tuple[str, ...] = ()
+    """Paths of the manifests whose dataset name cannot be read that the selection covers: by ``path:``,
+    or because nothing narrowed it. Such a manifest cannot be planned; the loader reports it."""
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name.lower() in {n.lower() for n in self.names}
@@ -154,21 +157,37 @@ def _normalise_path_pattern(value: str, root: Path) -> str:
     return value.rstrip("/") or "**"
 
 
-def _path_matches(spec: SelectorSpec, graph: DatasetGraph, manifests: ProjectManifests) -> set[str]:
+def _path_manifests(spec: SelectorSpec, manifests: ProjectManifests) -> list[LoadedManifest]:
+    """Every manifest file ``spec`` (a ``path:`` item) matches, named or not."""
     regex = _glob_regex(_normalise_path_pattern(spec.value, manifests.root))
-    found = set()
-    for manifest in _managed_manifests(graph):
+    found = []
+    for manifest in manifests.manifests:
         rel = PurePosixPath(manifest.rel_path)
         candidates = [str(rel), *(str(p) for p in rel.parents if str(p) != ".")]
         if any(regex.fullmatch(c) for c in candidates):
-            found.add(graph.canonical(manifest.name or ""))
+            found.append(manifest)
     return found
 
 
+def _path_matches(spec: SelectorSpec, graph: DatasetGraph, manifests: ProjectManifests) -> set[str]:
+    """The datasets of the matched files: a second file defining a name selects that name's dataset."""
+    return {graph.canonical(m.name) for m in _path_manifests(spec, manifests) if m.name and m.name in graph}
+
+
+def _unnamed_matches(spec: SelectorSpec, manifests: ProjectManifests) -> set[str]:
+    """Paths of the files without a readable dataset name that ``spec`` matches (``path:`` items only)."""
+    if spec.method != "path":
+        return set()
+    return {m.rel_path for m in _path_manifests(spec, manifests) if m.name is None}
+
+
 def _keywords(manifest: LoadedManifest) -> tuple[str, ...]:
-    """Keywords of the manifest's last ``SetInfo`` (a later event replaces an earlier one)."""
+    """Keywords of the manifest's last ``SetInfo`` (a later event replaces an earlier one).
+
+    A manifest with errors has the keywords it declares, as written (``tag:`` finds it to report it).
+    """
     if manifest.snapshot is None:
-        return ()
+        return manifest.declared_keywords
     infos = [e for e in manifest.snapshot.metadata if isinstance(e, SetInfo)]
     return (infos[-1].keywords or ()) if infos else ()
 
@@ -233,22 +252,34 @@ def changed_datasets(
     current vars, target and environment. So an edit to template text that renders to the same
     result selects nothing, and a macro edit selects exactly the manifests whose output it changes.
     """
+    return _changed(graph, manifests, ref, repo_root)[0]
+
+
+def _changed(
+    graph: DatasetGraph, manifests: ProjectManifests, ref: str, repo_root: Path | None
+) -> tuple[set[str], set[str]]:
+    """``changed_datasets``, and the paths of the changed files whose dataset name cannot be read."""
     repo = find_repo(repo_root or manifests.root)
     if repo is None:
         raise SelectorError(f"--changed-since needs a git repository, but {manifests.root} is not inside one")
-    changed = set()
+    named = [(name, graph.manifest_of(name)) for name in graph.datasets]
+    unnamed = [(None, m) for m in manifests.manifests if m.name is None]
+    changed: set[str] = set()
+    changed_unnamed: set[str] = set()
     with repo:
         repo.resolve(ref)  # an unknown revision is an error even if the project has no manifests
         old_renderer = _renderer_at(repo, ref, manifests)
-        for name in graph.datasets:
-            manifest = graph.manifest_of(name)
+        for name, manifest in [*named, *unnamed]:
             if manifest is None:
                 continue
             old = repo.file_at(ref, manifest.path)
             before = None if old is None else _render_key(old, manifest.rel_path, old_renderer)
             if before != _render_key(manifest.source_text, manifest.rel_path, manifests.renderer):
-                changed.add(name)
-    return changed
+                if name is None:
+                    changed_unnamed.add(manifest.rel_path)
+                else:
+                    changed.add(name)
+    return changed, changed_unnamed
 
 
 # ------------------------------------------------------------------------------------------------
@@ -265,6 +296,9 @@ def select(
 ) -> Selection:
     """Apply ``--select``, ``--changed-since`` and ``--exclude``; names come in topological order.
 
+    A manifest whose dataset name cannot be read is no dataset: only ``path:`` items (or selecting
+    everything) cover it, and ``Selection.unnamed`` lists it so that the caller can report it.
+
     Raises ``SelectorError`` for bad syntax or no git repository, ``GitError`` for an unknown
     revision, ``GraphError`` for a dependency cycle.
     """
@@ -273,24 +307,31 @@ def select(
     warnings: list[str] = []
     if selected_specs:
         chosen: set[str] = set()
+        unnamed: set[str] = set()
         for spec in selected_specs:
             found = _resolve(spec, graph, manifests)
-            if not found:
+            files = _unnamed_matches(spec, manifests)
+            if not found and not files:
                 warnings.append(f"--select {spec.raw!r} matched no datasets")
             chosen |= found
+            unnamed |= files
     else:
         chosen = set(graph.datasets)
+        unnamed = {m.rel_path for m in manifests.manifests if m.name is None}
     if changed_since is not None:
-        changed = changed_datasets(graph, manifests, changed_since, repo_root)
-        if not changed:
+        changed, changed_unnamed = _changed(graph, manifests, changed_since, repo_root)
+        if not changed and not changed_unnamed:
             warnings.append(f"no manifest changed since {changed_since!r}")
         with_downstream = set(changed)
         for name in changed:
             with_downstream |= graph.downstream(name)
         chosen &= with_downstream
+        unnamed &= changed_unnamed
     for spec in excluded_specs:
         found = _resolve(spec, graph, manifests)
-        if not found:
+        files = _unnamed_matches(spec, manifests)
+        if not found and not files:
             warnings.append(f"--exclude {spec.raw!r} matched no datasets")
         chosen -= found
-    return Selection(graph.topological_order(chosen), tuple(warnings))
+        unnamed -= files
+    return Selection(graph.topological_order(chosen), tuple(warnings), tuple(sorted(unnamed)))
