@@ -11,7 +11,7 @@ starts none.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -22,7 +22,7 @@ from odfproj.engine.spark import SparkEngine
 from odfproj.errors import EngineError
 from odfproj.ingest.validate import source_data_schema
 from odfproj.odf import model
-from odfproj.odf.data_schema import Vocab
+from odfproj.plan.queries import DerivativeCheck
 from odfproj.transform.modes import CheckedQuery
 from odfproj.transform.validate import check_derivative_query
 
@@ -38,16 +38,14 @@ class EngineChecks:
 
     engine: SparkEngine
 
-    def __call__(
-        self,
-        dataset: str,
-        transform: model.Transform,
-        inputs: Mapping[str, pa.Schema],
-        vocab: Vocab | None = None,
-    ) -> CheckedQuery:
-        with _validating(dataset):
+    def __call__(self, check: DerivativeCheck) -> CheckedQuery:
+        with _validating(check.dataset):
             return check_derivative_query(
-                self.engine, transform, inputs, where=f"dataset {dataset}", vocab=vocab
+                self.engine,
+                check.transform,
+                check.inputs,
+                where=f"dataset {check.dataset}",
+                vocab=check.vocab,
             )
 
     def source_schema(

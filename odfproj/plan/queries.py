@@ -31,20 +31,33 @@ from odfproj.plan.model import Action, AppendDefinitions, OutputSchema
 from odfproj.transform.modes import CheckedQuery, QueryMode
 
 
+@dataclass(frozen=True)
+class DerivativeCheck:
+    """What a derivative's query check is asked: the query over inputs of these data schemas.
+
+    One value, so that each checker (on Spark here, in the warm engine's server, watch's memo of it)
+    takes and forwards it whole, and it crosses the warm engine's socket as it is (``inputs`` a dict).
+    """
+
+    #: The dataset's name, for the messages.
+    dataset: str
+    transform: model.Transform
+    #: Each query alias's data schema (system columns included, as in its files).
+    inputs: dict[str, pa.Schema]
+    #: Names the derivative's event time (``None``: the default).
+    vocab: Vocab | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "inputs", dict(self.inputs))  # a read-only mapping does not pickle
+
+
 class QueryChecker(Protocol):
     """The engine's checks the plan calls: ``plan.engine_checks.query_checker`` on Spark in this process,
     ``plan.served_checks.WarmChecks`` in the warm engine's server."""
 
-    def __call__(
-        self,
-        dataset: str,
-        transform: model.Transform,
-        inputs: Mapping[str, pa.Schema],
-        vocab: Vocab | None = None,
-    ) -> CheckedQuery:
-        """The derivative's data schema for ``transform`` over inputs of these data schemas (by alias),
-        its event time named by ``vocab``, and the query's execution mode; raises ``InvalidQueryError``
-        for a query the engine refuses."""
+    def __call__(self, check: DerivativeCheck) -> CheckedQuery:
+        """The derivative's data schema for the check's query over its inputs, and the query's execution
+        mode; raises ``InvalidQueryError`` for a query the engine refuses."""
 
     def source_schema(
         self, dataset: str, source: model.SetPollingSource | model.AddPushSource, vocab: model.SetVocab | None
@@ -185,7 +198,9 @@ def _check_transform(
     assert checker is not None
     try:
         checked = checker(
-            step.dataset, transform.transform, inputs.schemas, Vocab.of(definition.get("SetVocab"))
+            DerivativeCheck(
+                step.dataset, transform.transform, dict(inputs.schemas), Vocab.of(definition.get("SetVocab"))
+            )
         )
     except InvalidQueryError as e:
         return CheckedStep(_refused(step, f"the query is invalid: {e}"))

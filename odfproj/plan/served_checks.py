@@ -33,6 +33,7 @@ from odfproj.engine.warm.client import WarmSessionHolder, call
 from odfproj.engine.warm.server import Handler
 from odfproj.odf import model
 from odfproj.plan.engine_checks import EngineChecks
+from odfproj.plan.queries import DerivativeCheck
 from odfproj.state.views import run_sql
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.modes import CheckedQuery
@@ -50,26 +51,17 @@ class WarmChecks:
     the first check, so a plan without a changed query starts nothing.
 
     Each check is sent as it was called, and the server answers it by calling
-    :class:`~odfproj.plan.engine_checks.EngineChecks` the same way: the checks' parameters are
-    ``EngineChecks``'s alone (and ``plan.queries.QueryChecker``'s, which states them for the planner).
+    :class:`~odfproj.plan.engine_checks.EngineChecks` the same way, so the checks' parameters are
+    stated once, by ``plan.queries.QueryChecker`` (a derivative's as one ``DerivativeCheck`` value).
     """
 
     holder: WarmSessionHolder
 
     def __call__(self, *arguments: Any, **keywords: Any) -> CheckedQuery:
-        return call(self.holder.server(), _DERIVATIVE, *_sendable(arguments, keywords))
+        return call(self.holder.server(), _DERIVATIVE, arguments, keywords)
 
     def source_schema(self, *arguments: Any, **keywords: Any) -> pa.Schema | None:
-        return call(self.holder.server(), _SOURCE, *_sendable(arguments, keywords))
-
-
-def _sendable(arguments: tuple[Any, ...], keywords: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """A check's arguments as a pickle takes them: a read-only mapping (which pickle refuses) as a dict."""
-
-    def plain(value: Any) -> Any:
-        return dict(value) if isinstance(value, Mapping) else value
-
-    return tuple(plain(a) for a in arguments), {k: plain(v) for k, v in keywords.items()}
+        return call(self.holder.server(), _SOURCE, arguments, keywords)
 
 
 def warm_sql(
@@ -130,4 +122,4 @@ def warm_up(session: object) -> None:
         engine="spark", query="SELECT event_time, k, count(*) AS n FROM a GROUP BY event_time, k"
     )
     inputs = {"a": pa.schema([("event_time", pa.timestamp("ms", tz="UTC")), ("k", pa.string())])}
-    _sandbox_checks(session)("warm-up", transform, inputs)
+    _sandbox_checks(session)(DerivativeCheck("warm-up", transform, inputs))

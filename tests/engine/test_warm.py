@@ -44,6 +44,7 @@ from odfproj.engine.warm.protocol import STATE_FILE, ServerInfo
 from odfproj.errors import EngineError
 from odfproj.odf import model
 from odfproj.plan.engine_checks import query_checker
+from odfproj.plan.queries import DerivativeCheck
 from odfproj.plan.served_checks import WarmChecks
 from odfproj.project.config import load_project
 from odfproj.run.warm_server import ENTRY
@@ -225,20 +226,21 @@ def test_the_plans_checks_on_it_equal_the_cold_ones(warm, engine) -> None:
             transform = model.TransformSql(
                 engine="spark", queries=tuple(model.SqlQueryStep(query=q, alias=a) for a, q in steps)
             )
-            checked = warm_checks(name, transform, inputs)
+            checked = warm_checks(DerivativeCheck(name, transform, inputs))
             assert str(checked.mode) == expected, name  # what the cold check yields (test_modes_spark)
             if n < 4:  # schema and mode, compared with the cold check itself
-                assert checked == cold_checks(name, transform, inputs), name
+                assert checked == cold_checks(DerivativeCheck(name, transform, inputs)), name
         for query in ("SELECT nope FROM a", "SELECT event_time, rand() AS r FROM a", "DROP TABLE a"):
             transform = model.TransformSql(engine="spark", query=query)
             with pytest.raises(InvalidQueryError) as cold:
-                cold_checks("bad", transform, {"a": INPUT})
+                cold_checks(DerivativeCheck("bad", transform, {"a": INPUT}))
             with pytest.raises(InvalidQueryError) as hot:
-                warm_checks("bad", transform, {"a": INPUT})
+                warm_checks(DerivativeCheck("bad", transform, {"a": INPUT}))
             assert str(hot.value) == str(cold.value)
         read_only = MappingProxyType(inputs)  # what a caller may hold; pickle refuses it as it is
         plain = model.TransformSql(engine="spark", query="SELECT event_time, k FROM a")
-        assert warm_checks("ro", plain, read_only) == cold_checks("ro", plain, read_only)
+        check = DerivativeCheck("ro", plain, read_only)  # type: ignore[arg-type]
+        assert warm_checks(check) == cold_checks(check)
         assert holder.server().pid == warm.leased[0].pid  # the same server, not a new one
     finally:
         holder.stop()

@@ -29,6 +29,7 @@ from odfproj.engine.warm.lifecycle import WarmEngine
 from odfproj.engine.warm.protocol import STATE_FILE, ServerInfo
 from odfproj.errors import EngineError
 from odfproj.odf import model
+from odfproj.plan.queries import DerivativeCheck
 from odfproj.project.config import WORKSPACE_ENV, load_project
 from odfproj.project.loader import PlanRequest
 from odfproj.run.warm_server import ENTRY
@@ -193,12 +194,13 @@ class FakeChecker:
         self.asked: list[str] = []
         self.gone = False
 
-    def __call__(self, dataset, transform, inputs, vocab=None):
+    def __call__(self, check):
+        transform = check.transform
         if self.gone:
             raise EngineError("the warm engine does not answer (Connection refused); --cold runs without it")
         self.asked.append(transform.query)
         if "nope" in transform.query:
-            raise InvalidQueryError(f"query: no column nope in {dataset}")
+            raise InvalidQueryError(f"query: no column nope in {check.dataset}")
         return len(transform.query)
 
     def source_schema(self, dataset, source, vocab):  # pragma: no cover - not asked here
@@ -215,7 +217,7 @@ def test_checks_wait_for_no_start_remember_answers_and_follow_a_server_that_went
     checks.start()
     # Starting: a check does not wait for it; the cycle plans without checks, and once more when up.
     with pytest.raises(watch_module.ChecksNotReady, match="the warm engine is starting"):
-        checks("big", sql(GOOD), {})
+        checks(DerivativeCheck("big", sql(GOOD), {}))
     assert not checks.recheck_due()
     holder.up.set()
     deadline = time.monotonic() + WAIT
@@ -224,17 +226,17 @@ def test_checks_wait_for_no_start_remember_answers_and_follow_a_server_that_went
         time.sleep(0.01)
     assert not checks.recheck_due(), "once"
     # Up: answers, refusals included, are asked once per question.
-    assert checks("big", sql(GOOD), {}) == len(GOOD)
+    assert checks(DerivativeCheck("big", sql(GOOD), {})) == len(GOOD)
     with pytest.raises(InvalidQueryError, match="nope"):
-        checks("big", sql("SELECT nope"), {})
-    assert checks("big", sql(GOOD), {}) == len(GOOD)
+        checks(DerivativeCheck("big", sql("SELECT nope"), {}))
+    assert checks(DerivativeCheck("big", sql(GOOD), {})) == len(GOOD)
     with pytest.raises(InvalidQueryError, match="nope"):
-        checks("big", sql("SELECT nope"), {})
+        checks(DerivativeCheck("big", sql("SELECT nope"), {}))
     assert checker.asked == [GOOD, "SELECT nope"]
     # Gone (its socket does not answer a ping): released, leased again, this cycle plans without.
     checker.gone = True
     with pytest.raises(watch_module.ChecksNotReady, match="went away"):
-        checks("big", sql(MISSPELT), {})
+        checks(DerivativeCheck("big", sql(MISSPELT), {}))
     assert holder.stops == 1
     deadline = time.monotonic() + WAIT
     while not checks.recheck_due():
@@ -242,8 +244,8 @@ def test_checks_wait_for_no_start_remember_answers_and_follow_a_server_that_went
         time.sleep(0.01)
     checker.gone = False
     with pytest.raises(InvalidQueryError):
-        checks("big", sql("SELECT nope"), {})  # still remembered
-    assert checks("big", sql(MISSPELT), {}) == len(MISSPELT)
+        checks(DerivativeCheck("big", sql("SELECT nope"), {}))  # still remembered
+    assert checks(DerivativeCheck("big", sql(MISSPELT), {})) == len(MISSPELT)
     checks.close()
     assert holder.stops == 2
     assert checks.take_notices() == [], "a fake engine has no status: nothing said about starting"
@@ -348,9 +350,9 @@ def test_with_it_warm_a_save_is_checked_within_a_second_and_others_ask_nothing(
     asked: list[str] = []
 
     class Counted:  # counts what reaches the server
-        def __call__(self, dataset, transform, inputs, vocab=None):
-            asked.append(dataset)
-            return checker(dataset, transform, inputs, vocab)
+        def __call__(self, check):
+            asked.append(check.dataset)
+            return checker(check)
 
         def source_schema(self, dataset, source, vocab):
             asked.append(dataset)

@@ -25,6 +25,7 @@ from odfproj.engine.errors import InvalidQueryError
 from odfproj.engine.spark import SparkEngine
 from odfproj.odf import data_schema, model
 from odfproj.plan.engine_checks import query_checker
+from odfproj.plan.queries import DerivativeCheck
 from tests.security.sec_engine_helpers import SilentListener
 
 pytestmark = pytest.mark.spark
@@ -185,7 +186,7 @@ def test_hostile_query_is_refused_at_plan_and_at_run(
     values, listener = sec_engine_witnesses
     template, culprit = VECTORS[vector]
     transform = _sql(template.format(**values))
-    planned = _refusal(lambda: query_checker(engine)("hostile", transform, {"s": INPUT}))
+    planned = _refusal(lambda: query_checker(engine)(DerivativeCheck("hostile", transform, {"s": INPUT})))
     ran = _refusal(lambda: engine.query({"s": _input_frame(spark)}, transform).collect())
     # The witnesses first: they say what a query that got through did.
     _assert_nothing_happened(spark, values, listener, planned or "", ran or "")
@@ -213,7 +214,7 @@ def test_xml_data_with_external_entities_reads_nothing(engine: SparkEngine, spar
     )
     outputs = []
     try:
-        schema = query_checker(engine)("xml", _sql(query), {"s": INPUT}).schema
+        schema = query_checker(engine)(DerivativeCheck("xml", _sql(query), {"s": INPUT})).schema
         outputs.append(str(schema))
         rows = engine.query({"s": _input_frame(spark)}, _sql(query)).collect()
         outputs.append(repr(rows))
@@ -240,7 +241,7 @@ def test_allowed_sql_still_works_at_plan_and_at_run(engine: SparkEngine, spark) 
         FROM w JOIN s ON w.a = s.a
         WHERE w.rn = 1 AND w.a IN (SELECT a FROM s)
     """
-    schema = query_checker(engine)("fine", _sql(query), {"s": INPUT}).schema
+    schema = query_checker(engine)(DerivativeCheck("fine", _sql(query), {"s": INPUT})).schema
     assert "doubled" in schema.names and "k" in schema.names
     rows = engine.query({"s": _input_frame(spark)}, _sql(query)).collect()
     assert [(r.a, r.ub, r.size, r.doubled, r.k, r.total) for r in rows] == [
@@ -252,7 +253,7 @@ def test_variant_output_refuses_that_query_only(engine: SparkEngine) -> None:
     """A column of a type ODF cannot store is the query's fault: InvalidQueryError, not an engine abort."""
     query = "SELECT event_time, parse_json(b) AS v, a FROM s"
     with pytest.raises(InvalidQueryError) as info:
-        query_checker(engine)("with-variant", _sql(query), {"s": INPUT})
+        query_checker(engine)(DerivativeCheck("with-variant", _sql(query), {"s": INPUT}))
     message = str(info.value)
     assert message.startswith("dataset with-variant: ") and "'v'" in message and "variant" in message
     assert "\n" not in message

@@ -9,6 +9,7 @@ import pytest
 
 from odfproj.plan.engine_checks import query_checker
 from odfproj.plan.evolution import schema_change
+from odfproj.plan.queries import DerivativeCheck
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.coordinator import update_derivative
 from odfproj.transform.errors import TransformError
@@ -54,7 +55,7 @@ def test_plan_and_run_refuse_a_changed_output_column_with_the_same_reason(
     # plan: the engine's output schema for the new query, judged by plan.evolution
     new_transform = set_transform({"s": sales}, (None, query))
     after = query_checker(engine)(
-        "by-city", new_transform.transform, {"s": sales.projection().arrow_schema}
+        DerivativeCheck("by-city", new_transform.transform, {"s": sales.projection().arrow_schema})
     ).schema
     verdict = schema_change(stored, after, "the new query")
     assert not verdict.allowed
