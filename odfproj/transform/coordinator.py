@@ -244,6 +244,7 @@ def update_derivative(
             path = Path(scratch) / "data.parquet"
             with translating_errors(f"transform of {name}"):
                 vocab = Vocab.of(p.set_vocab)
+                update = _Update(engine, transform, dataset, p, slices, name)
                 changes, mode, why_full = (
                     None,
                     "full",
@@ -253,11 +254,11 @@ def update_derivative(
                 sides: JoinSides | None = None
                 classified: QueryMode | None = None
                 if why_full is None:
-                    found = _incremental_changes(engine, transform, dataset, p, slices, name)
+                    found = _incremental_changes(update)
                     changes, mode, why_full = found.changes, found.mode, found.why_full
                     grouped, sides, classified = found.grouped, found.sides, found.query_mode
                 if changes is None:
-                    changes, mode = _full_changes(engine, transform, dataset, p, slices, name), "full"
+                    changes, mode = _full_changes(update), "full"
                     if why_full is None and classified is not None and classified.mode is Mode.FULL:
                         why_full = classified.construct  # the query's own construct
                 written = write_changes(
@@ -396,15 +397,26 @@ def _history_views(slices: list[InputSlice]) -> dict[str, ChangelogView]:
     return {s.alias: _history_view(s) for s in slices}
 
 
-def _full_changes(
-    engine: SparkEngine,
-    transform: model.TransformSql,
-    dataset: Dataset,
-    p: ChainProjection,
-    slices: list[InputSlice],
-    name: str,
-) -> DataFrame:
+@dataclass(frozen=True)
+class _Update:
+    """One derivative's update as both paths take it: its engine, query, dataset, chain and input slices."""
+
+    engine: SparkEngine
+    transform: model.TransformSql
+    dataset: Dataset
+    p: ChainProjection
+    slices: list[InputSlice]
+    name: str
+
+    def parts(
+        self,
+    ) -> tuple[SparkEngine, model.TransformSql, Dataset, ChainProjection, list[InputSlice], str]:
+        return self.engine, self.transform, self.dataset, self.p, self.slices, self.name
+
+
+def _full_changes(update: _Update) -> DataFrame:
     """The full path: the query over the inputs' whole current states, diffed with the derivative's own."""
+    engine, transform, dataset, p, slices, name = update.parts()
     session = engine.session
     views = _history_views(slices)
     own = None
@@ -438,20 +450,14 @@ class _Incremental:
     query_mode: QueryMode | None = None
 
 
-def _incremental_changes(
-    engine: SparkEngine,
-    transform: model.TransformSql,
-    dataset: Dataset,
-    p: ChainProjection,
-    slices: list[InputSlice],
-    name: str,
-) -> _Incremental:
+def _incremental_changes(update: _Update) -> _Incremental:
     """The incremental path of the query's mode, for a derivative with data under an unchanged
     SetTransform (the caller checks): the query is analysed over the rows the inputs' new records add
     and classified once (:func:`odfproj.transform.modes.query_mode`), and only that mode's path runs
     (:mod:`~odfproj.transform.incremental.stateless`, :mod:`~odfproj.transform.incremental.grouped`, :mod:`~odfproj.transform.incremental.joins`).
     A mode seen before for the same query and inputs' schemas is not classified again, and a join's
     update then skips the query over the added rows too (its terms analyse their own inputs)."""
+    engine, transform, dataset, p, slices, name = update.parts()
     assert p.arrow_schema is not None
     where, vocab, input_vocabs = f"dataset {name}", Vocab.of(p.set_vocab), _input_vocabs(slices)
     key = _mode_key(transform, slices)
