@@ -67,7 +67,7 @@ from odfproj.transform.inputs import resolve_inputs
 from odfproj.transform.modes import Mode, QueryMode, query_mode
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from pyspark.sql import DataFrame
 
@@ -257,8 +257,9 @@ def update_derivative(
                     found = _incremental_changes(update)
                     changes, mode, why_full = found.changes, found.mode, found.why_full
                     grouped, sides, classified = found.grouped, found.sides, found.query_mode
+                seen: list[tuple[Mapping[str, DataFrame], DataFrame]] = []
                 if changes is None:
-                    changes, mode = _full_changes(update), "full"
+                    changes, mode = _full_changes(update, on_query=lambda *q: seen.append(q)), "full"
                     if why_full is None and classified is not None and classified.mode is Mode.FULL:
                         why_full = classified.construct  # the query's own construct
                 written = write_changes(
@@ -290,7 +291,7 @@ def update_derivative(
                 keep_join_index(engine, dataset, transform, _indexed_inputs(engine, slices), head, sides)
         if classified is None:  # a forced full path: classified for the record (an analysis, nothing run)
             with suppress(OdfprojError), translating_errors(f"transform of {name} (its mode)"):
-                classified = _classified(engine, transform, slices)
+                classified = _classified(engine, transform, slices, seen[0] if seen else None)
         why_full = why_full or ""
         note = f" (full: {why_full})" if why_full else ""
         reason = (
@@ -322,21 +323,29 @@ def _forced_full(p: ChainProjection, *, changed: bool, full_refresh: bool) -> st
     return None
 
 
-def _classified(engine: SparkEngine, transform: model.TransformSql, slices: list[InputSlice]) -> QueryMode:
+def _classified(
+    engine: SparkEngine,
+    transform: model.TransformSql,
+    slices: list[InputSlice],
+    seen: tuple[Mapping[str, DataFrame], DataFrame] | None,
+) -> QueryMode:
     """The query's mode after a forced full path, for the record: remembered (a grouped query's full
-    commit classified it to keep its group state), or classified now over the inputs' states; a
-    grouped one checked against its aggregates' types, as ``plan`` checks it."""
+    commit classified it to keep its group state), or read off the frame the full path analysed
+    (``seen``: the inputs' states and the query over them; else both are built again); a grouped one
+    checked against its aggregates' types, as ``plan`` checks it. Nothing is run."""
     key = _mode_key(transform, slices)
     known = _MODES.get(key)
-    views: dict[str, DataFrame] | None = None
+    states = seen[0] if seen is not None else None
     if known is None:
-        views = _states(engine, slices, _history_views(slices))
-        known = query_mode(transform, engine.query(views, transform))
+        if seen is None:
+            states = _states(engine, slices, _history_views(slices))
+            seen = (states, engine.query(states, transform))
+        known = query_mode(transform, seen[1])
         _remember_mode(key, known)
     if known.mode is not Mode.GROUPED:
         return known
-    states = views if views is not None else _states(engine, slices, _history_views(slices))
-    return checked_mode(known, transform, lambda t: engine.query(states, t))
+    grouped_states = states if states is not None else _states(engine, slices, _history_views(slices))
+    return checked_mode(known, transform, lambda t: engine.query(grouped_states, t))
 
 
 def _record(
@@ -414,7 +423,9 @@ class _Update:
         return self.engine, self.transform, self.dataset, self.p, self.slices, self.name
 
 
-def _full_changes(update: _Update) -> DataFrame:
+def _full_changes(
+    update: _Update, *, on_query: Callable[[Mapping[str, DataFrame], DataFrame], object] | None = None
+) -> DataFrame:
     """The full path: the query over the inputs' whole current states, diffed with the derivative's own."""
     engine, transform, dataset, p, slices, name = update.parts()
     session = engine.session
@@ -431,6 +442,7 @@ def _full_changes(update: _Update) -> DataFrame:
         vocab=Vocab.of(p.set_vocab),
         input_vocabs=_input_vocabs(slices),
         appends_only={alias for alias, view in views.items() if only_appends(view)},
+        on_query=on_query,
     )
 
 

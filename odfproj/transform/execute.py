@@ -131,6 +131,7 @@ def compute_changes(
     vocab: Vocab | None = None,
     input_vocabs: Mapping[str, Vocab] | None = None,
     appends_only: Collection[str] = (),
+    on_query: Callable[[Mapping[str, DataFrame], DataFrame], object] | None = None,
 ) -> DataFrame:
     """The records that turn the derivative's current state into the query's result over ``inputs``.
 
@@ -139,7 +140,9 @@ def compute_changes(
     vocabulary, ``input_vocabs`` the inputs' (by alias; default the standard names), ``appends_only``
     the inputs whose every record is ``+A`` (their state needs no netting, see
     :func:`~odfproj.state.projections.query_state`). Returns ``op`` (``+A``/``-R``), ``event_time``
-    and the user columns (standard names), in the query's column order, unordered.
+    and the user columns (standard names), in the query's column order, unordered. ``on_query`` is
+    shown the inputs' states and the query's analysed frame over them (nothing run), so a caller can
+    read the query's mode without analysing it again.
     """
     from pyspark.sql import functions as F
 
@@ -153,7 +156,10 @@ def compute_changes(
     }
     if own_history is not None:
         own_history = renamed(own_history, vocab.to_standard())
-    result = check_result(engine.query(states, transform), where, vocab)
+    queried = engine.query(states, transform)
+    if on_query is not None:
+        on_query(states, queried)
+    result = check_result(queried, where, vocab)
     columns = [EVENT_TIME, *(c for c in result.columns if c != EVENT_TIME)]
     result = result.select(*[column(c) for c in columns])
     if own_history is not None:
