@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -18,10 +19,9 @@ from odfproj.cli.options import (
 )
 from odfproj.cli.remote_ws import synced
 from odfproj.errors import PlanError
-from odfproj.plan.render import render_text
-from odfproj.plan.sources import plan_project
-from odfproj.run.apply import AppliedStep, apply_plan, check_plan, read_saved_plan
-from odfproj.storage.workspace import Workspace
+
+if TYPE_CHECKING:
+    from odfproj.run.apply import AppliedStep
 
 
 @selection_options()
@@ -45,6 +45,11 @@ def apply(
     refused changes stop the apply before anything is written. Applying twice changes nothing.
     Ctrl-C while applying stops after the dataset in progress (exit 130); apply again to finish.
     """
+    from odfproj.plan.render import render_text
+    from odfproj.plan.sources import plan_project
+    from odfproj.run.apply import apply_plan, check_plan, read_saved_plan
+    from odfproj.storage.workspace import Workspace
+
     config = selection.config()
     workspace = Workspace(config.workspace(selection.target))
     with (

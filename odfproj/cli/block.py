@@ -10,7 +10,6 @@ import typer
 from odfproj.cli import metavars
 from odfproj.cli.io import in_file, read_input
 from odfproj.errors import OdfprojError
-from odfproj.odf import blocks
 
 app = typer.Typer(
     cls=metavars.Group,
@@ -29,6 +28,8 @@ def hash_(
     version: int | None = typer.Option(None, "--version", min=2, max=3, help=VERSION_HELP),
 ) -> None:
     """Print the block's hash: SHA3-256 of its binary manifest, as a multibase (base16) multihash."""
+    from odfproj.odf import blocks
+
     data = read_input(file)
     try:
         typer.echo(blocks.hash_of_yaml(data, version).to_multibase())
@@ -45,6 +46,8 @@ def encode(
     ),
 ) -> None:
     """Write the block's binary manifest (the exact bytes that are stored and hashed)."""
+    from odfproj.odf import blocks
+
     text = read_input(file)
     try:
         data = blocks.yaml_to_binary(text, version)
@@ -61,6 +64,8 @@ def encode(
 @app.command("decode", cls=metavars.Command)
 def decode(file: str = typer.Argument(..., help="A binary block file ('-' for stdin).")) -> None:
     """Print a binary block as its YAML manifest."""
+    from odfproj.odf import blocks
+
     data = read_input(file)
     try:
         typer.echo(blocks.binary_to_yaml(data), nl=False)

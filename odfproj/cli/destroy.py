@@ -8,9 +8,6 @@ from pathlib import Path
 import typer
 
 from odfproj.cli.options import LockTimeoutOption, ProjectOption, TargetOption
-from odfproj.project.config import load_project
-from odfproj.run.destroy import DestroyError, destroy_plan
-from odfproj.run.destroy import destroy as destroy_datasets
 
 
 def destroy(
@@ -33,6 +30,10 @@ def destroy(
     lock. Cannot be undone: a dataset a manifest still defines is created anew, with a new id, by
     the next run.
     """
+    from odfproj.project.config import load_project
+    from odfproj.run.destroy import DestroyError, destroy_plan
+    from odfproj.run.destroy import destroy as destroy_datasets
+
     plan = destroy_plan(load_project(project), selectors or (), orphans=orphans, target=target)
     typer.echo(f"odfproj destroy will delete {len(plan.datasets)} dataset(s) from {plan.workspace}:")
     for line in plan.describe():

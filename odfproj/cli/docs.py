@@ -10,7 +10,6 @@ from odfproj.cli import metavars
 from odfproj.cli.context import stderr_console
 from odfproj.cli.options import ProjectOption, TargetOption
 from odfproj.errors import OdfprojError
-from odfproj.project.config import load_project
 
 app = typer.Typer(
     cls=metavars.Group,
@@ -31,10 +30,11 @@ OutOption = typer.Option(
 
 
 def _build(project: Path | None, target: str | None, out: Path | None) -> Path:
-    # Imported here, like the server below: every odfproj command loads this module at start, and
-    # only `docs` needs the site builder.
+    # Imported here, like the server below: `odfproj docs --help` loads this module, and only
+    # building needs the site builder.
     from odfproj.docsite.collect import collect_site
     from odfproj.docsite.html import write_site
+    from odfproj.project.config import load_project
 
     config = load_project(project)
     site = collect_site(config, target)
@@ -78,6 +78,8 @@ def serve(
     if build_first:
         folder = _build(project, target, out).parent
     else:
+        from odfproj.project.config import load_project
+
         folder = out if out is not None else load_project(project).workspace(target) / SITE_FOLDER
         if not (folder / "index.html").is_file():
             raise OdfprojError(

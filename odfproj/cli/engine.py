@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import typer
 
 from odfproj.cli import metavars
 from odfproj.cli.context import CliState
 from odfproj.cli.options import warm_engine
-from odfproj.engine.warm.choice import warm_choice
-from odfproj.engine.warm.lifecycle import ServerStatus
+
+if TYPE_CHECKING:
+    from odfproj.engine.warm.lifecycle import ServerStatus
 
 app = typer.Typer(
     cls=metavars.Group,
@@ -34,6 +36,8 @@ def _describe(status: ServerStatus) -> str:
 @app.command("status", cls=metavars.Command)
 def status(ctx: typer.Context) -> None:
     """Whether the warm engine runs, where, for how long it has been idle, and whether commands use it."""
+    from odfproj.engine.warm.choice import warm_choice
+
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
     choice = warm_choice(state.warm)
     engine = warm_engine()

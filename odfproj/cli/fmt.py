@@ -7,10 +7,6 @@ from pathlib import Path
 import typer
 
 from odfproj.cli.context import stderr_console
-from odfproj.project.config import load_project
-from odfproj.project.fmt import FormatStatus
-from odfproj.project.validate import expand_paths
-from odfproj.run.fmt import format_files
 
 
 def fmt(
@@ -29,6 +25,11 @@ def fmt(
     Comments, values and quoting are kept. Jinja manifests are formatted only when they are YAML on their
     own; others are skipped with a warning. Running fmt twice changes nothing the second time.
     """
+    from odfproj.project.config import load_project
+    from odfproj.project.fmt import FormatStatus
+    from odfproj.project.validate import expand_paths
+    from odfproj.run.fmt import format_files
+
     if paths:
         files, root = expand_paths(paths), Path.cwd()
     else:

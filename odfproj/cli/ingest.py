@@ -6,20 +6,17 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from odfproj.cli.context import CliState, adopt_old_workspace
 from odfproj.cli.interrupt import stopped_after
 from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, TargetOption, session_holder
-from odfproj.engine.spark import SparkEngine
 from odfproj.errors import OdfprojError
-from odfproj.ingest.push import ingest_push
-from odfproj.plan.engine_checks import query_checker
-from odfproj.project.config import ProjectConfig, load_project, spark_settings
-from odfproj.project.loader import PlanRequest
-from odfproj.run.pending import apply_pending
-from odfproj.storage.workspace import Workspace
+
+if TYPE_CHECKING:
+    from odfproj.project.config import ProjectConfig
 
 STDIN = "-"
 
@@ -42,6 +39,14 @@ def ingest(
     In a project, a dataset whose manifest has changes not yet applied (or was never applied) gets
     them applied first, as `odfproj run` does; a plan that refuses them refuses the ingest.
     """
+    from odfproj.engine.spark import SparkEngine
+    from odfproj.ingest.push import ingest_push
+    from odfproj.plan.engine_checks import query_checker
+    from odfproj.project.config import spark_settings
+    from odfproj.project.loader import PlanRequest
+    from odfproj.run.pending import apply_pending
+    from odfproj.storage.workspace import Workspace
+
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
     config = _project(project, required=workspace is None)
     opened = Workspace(workspace) if workspace is not None else Workspace(config.workspace(target))  # type: ignore[union-attr]
@@ -86,6 +91,8 @@ def ingest(
 
 
 def _project(project: Path | None, *, required: bool) -> ProjectConfig | None:
+    from odfproj.project.config import load_project
+
     if required:
         return load_project(project)
     try:

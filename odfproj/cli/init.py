@@ -6,8 +6,6 @@ from pathlib import Path
 
 import typer
 
-from odfproj.project.scaffold import scaffold_project
-
 
 def init(
     directory: Path = typer.Argument(Path("."), help="Folder of the new project (created if missing)."),
@@ -18,6 +16,8 @@ def init(
 
     Never overwrites: if any of these files exists, nothing is written.
     """
+    from odfproj.project.scaffold import scaffold_project
+
     result = scaffold_project(directory, name)
     typer.echo(f"Created project {result.name!r} in {result.root}:")
     for path in result.files:

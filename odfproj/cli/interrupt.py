@@ -17,8 +17,10 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import TYPE_CHECKING
 
-from odfproj.engine.session import SparkSessionHolder
+if TYPE_CHECKING:
+    from odfproj.engine.session import SparkSessionHolder
 
 #: What the first Ctrl-C prints when the command has nothing more specific to say.
 SECOND_PRESS = "press Ctrl-C again to stop at once"

@@ -7,9 +7,6 @@ from pathlib import Path
 import typer
 
 from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, resolve_workspace
-from odfproj.odf.summary import summarize
-from odfproj.odf.timestamps import format_rfc3339
-from odfproj.storage.projection import event_kind
 
 
 def log(
@@ -21,6 +18,10 @@ def log(
     project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP, metavar="DIR"),
 ) -> None:
     """Show a dataset's metadata blocks, newest first."""
+    from odfproj.odf.summary import summarize
+    from odfproj.odf.timestamps import format_rfc3339
+    from odfproj.storage.projection import event_kind
+
     opened = resolve_workspace(workspace, project).open(dataset)
     first = True
     for block_hash, block in opened.iter_blocks():

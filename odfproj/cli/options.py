@@ -1,4 +1,8 @@
-"""Options shared by the commands that work on a project's datasets (plan, apply, run, watch, ...)."""
+"""Options shared by the commands that work on a project's datasets (plan, apply, run, watch, ...).
+
+Every command's module imports this one when the command is resolved, for ``--help`` too, so the
+layers below are imported inside the functions that use them (see ``cli/lazy.py``).
+"""
 
 from __future__ import annotations
 
@@ -9,26 +13,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import typer
-import yaml
 
+# Spark-free at import (PySpark is imported when a session starts); tests replace it here.
 from odfproj.engine.session import SparkSessionHolder, SparkSettings, connect_client_problem
-from odfproj.engine.settings import analysis_settings
-from odfproj.engine.spark import SparkEngine
-from odfproj.engine.warm.choice import engine_dir, idle_timeout, warm_choice, warm_eligible
-from odfproj.engine.warm.client import WarmSessionHolder
-from odfproj.engine.warm.lifecycle import WarmEngine
 from odfproj.errors import InvalidValueError, OdfprojError
-from odfproj.odf.timestamps import parse_rfc3339
-from odfproj.plan.engine_checks import query_checker
-from odfproj.plan.queries import QueryChecker
-from odfproj.plan.served_checks import WarmChecks
-from odfproj.project.config import ProjectConfig, ProjectError, load_project, spark_settings
-from odfproj.project.loader import PlanRequest
-from odfproj.run.warm_server import ENTRY as WARM_ENTRY
-from odfproj.storage.workspace import Workspace
+
+if TYPE_CHECKING:
+    from odfproj.engine.spark import SparkEngine
+    from odfproj.engine.warm.lifecycle import WarmEngine
+    from odfproj.plan.queries import QueryChecker
+    from odfproj.project.config import ProjectConfig
+    from odfproj.project.loader import PlanRequest
+    from odfproj.storage.workspace import Workspace
 
 PROJECT_HELP = "Project folder (default: found by walking up from the current folder)."
 WORKSPACE_HELP = "Workspace folder (default: the project's, usually .odf/ in the project)."
@@ -78,6 +77,8 @@ VarOption = typer.Option(
 
 def parse_vars(items: list[str] | None) -> dict[str, Any]:
     """``--var KEY=VALUE`` pairs; values are YAML so ``--var n=3`` is a number, like dbt's --vars."""
+    import yaml
+
     out: dict[str, Any] = {}
     for item in items or ():
         key, sep, value = item.partition("=")
@@ -111,6 +112,8 @@ class DatasetSelection:
         return bool(self.select or self.exclude or self.changed_since or self.variables)
 
     def request(self) -> PlanRequest:
+        from odfproj.project.loader import PlanRequest
+
         return PlanRequest(
             target=self.target,
             vars_override=MappingProxyType(parse_vars(list(self.variables))),
@@ -120,6 +123,8 @@ class DatasetSelection:
         )
 
     def config(self) -> ProjectConfig:
+        from odfproj.project.config import load_project
+
         return load_project(self.project)
 
 
@@ -179,6 +184,9 @@ def selection_options(*, changed_since: bool = True) -> Callable[[_Command], _Co
 
 def resolve_workspace(workspace: Path | None, project: Path | None, target: str | None = None) -> Workspace:
     """``--workspace`` if given, else the project's workspace for ``target``."""
+    from odfproj.project.config import load_project
+    from odfproj.storage.workspace import Workspace
+
     if workspace is not None:
         return Workspace(workspace)
     return Workspace(load_project(project).workspace(target))
@@ -186,6 +194,10 @@ def resolve_workspace(workspace: Path | None, project: Path | None, target: str 
 
 def warm_engine() -> WarmEngine:
     """The warm engine of this installation (its folder and idle timeout from the environment)."""
+    from odfproj.engine.warm.choice import engine_dir, idle_timeout
+    from odfproj.engine.warm.lifecycle import WarmEngine
+    from odfproj.run.warm_server import ENTRY as WARM_ENTRY
+
     return WarmEngine(engine_dir(), entry=WARM_ENTRY, idle=idle_timeout())
 
 
@@ -193,6 +205,9 @@ def session_holder(settings: SparkSettings, warm: bool | None = None) -> SparkSe
     """The session for trusted work on ``settings``' target: on the warm engine when it is chosen
     (``--warm``/``--cold``, ``ODFPROJ_WARM_ENGINE``, ``CI``) and can serve that target (a local master
     without JVM settings, a Connect client installed), else a JVM of this command's own."""
+    from odfproj.engine.warm.choice import warm_choice, warm_eligible
+    from odfproj.engine.warm.client import WarmSessionHolder
+
     if warm_choice(warm).enabled and warm_eligible(settings) and connect_client_problem() is None:
         return WarmSessionHolder(settings, warm_engine())
     return SparkSessionHolder(settings)
@@ -208,6 +223,13 @@ def query_checker_for(
     run in its server, with those settings (``plan.served_checks``). The caller stops the returned
     holder when done (it is only started, or the server only found, if some query changed).
     """
+    from odfproj.engine.settings import analysis_settings
+    from odfproj.engine.spark import SparkEngine
+    from odfproj.engine.warm.choice import warm_choice
+    from odfproj.engine.warm.client import WarmSessionHolder
+    from odfproj.plan.engine_checks import query_checker
+    from odfproj.plan.served_checks import WarmChecks
+
     if not validate:
         return None, None
     if warm_choice(warm).enabled:
@@ -224,6 +246,9 @@ def project_engine(
 
     The session starts on first use; a bare ``--workspace`` outside any project gets Spark's defaults.
     """
+    from odfproj.engine.spark import SparkEngine
+    from odfproj.project.config import ProjectError, load_project, spark_settings
+
     try:
         config: ProjectConfig | None = load_project(project)
     except ProjectError:
@@ -235,6 +260,8 @@ def project_engine(
 
 def as_at_time(text: str | None) -> datetime | None:
     """The ``--as-at`` moment of commands that read every dataset at one time (``sql``, ``test``)."""
+    from odfproj.odf.timestamps import parse_rfc3339
+
     if text is None:
         return None
     try:

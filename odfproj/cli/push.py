@@ -7,9 +7,6 @@ from pathlib import Path
 import typer
 
 from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, resolve_workspace
-from odfproj.remote.repository import pull as pull_datasets
-from odfproj.remote.repository import push as push_datasets
-from odfproj.remote.store import open_store
 
 REPO_HELP = "The repository: a folder, file://PATH, s3://BUCKET/PREFIX, or (pull only) http(s)://URL."
 
@@ -28,6 +25,9 @@ def push(
     workspace lacks is refused (pull first); a divergent history is refused. S3 credentials, region
     and endpoint come from the standard AWS variables and config files (AWS_ENDPOINT_URL, AWS_PROFILE, ...).
     """
+    from odfproj.remote.repository import push as push_datasets
+    from odfproj.remote.store import open_store
+
     opened = resolve_workspace(workspace, project)
     for outcome in push_datasets(opened, datasets or [], open_store(to)):
         typer.echo(outcome.describe())
@@ -53,6 +53,9 @@ def pull(
     blocks the repository lacks stays as it is; a divergent history is refused. Reads http(s)
     repositories by ODF's Simple Transfer Protocol (plain GETs of the repository layout).
     """
+    from odfproj.remote.repository import pull as pull_datasets
+    from odfproj.remote.store import open_store
+
     opened = resolve_workspace(workspace, project)
     for outcome in pull_datasets(opened, datasets or [], open_store(from_), objects=not metadata_only):
         typer.echo(outcome.describe())

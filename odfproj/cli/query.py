@@ -8,19 +8,17 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, resolve_workspace
 from odfproj.cli.tables import QueryFormat, print_table
 from odfproj.errors import InvalidValueError, OdfprojError
-from odfproj.odf.data_schema import Vocab
-from odfproj.odf.multiformats import Multihash
-from odfproj.odf.timestamps import parse_rfc3339
-from odfproj.state.dataset_index import primary_key_of
-from odfproj.state.read import read_changelog, read_state
-from odfproj.storage.dataset import Dataset
-from odfproj.storage.errors import IntegrityError
+
+if TYPE_CHECKING:
+    from odfproj.odf.multiformats import Multihash
+    from odfproj.storage.dataset import Dataset
 
 
 def query(
@@ -43,6 +41,11 @@ def query(
     project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP, metavar="DIR"),
 ) -> None:
     """Show a dataset's rows: its current state (datasets with a primary key) or its changelog."""
+    from odfproj.odf.data_schema import Vocab
+    from odfproj.state.dataset_index import primary_key_of
+    from odfproj.state.read import read_changelog, read_state
+    from odfproj.storage.errors import IntegrityError
+
     if changelog and (state or as_at):
         raise OdfprojError("--changelog shows every record; it cannot be combined with --state or --as-at")
     opened = resolve_workspace(workspace, project).open(dataset)
@@ -66,6 +69,9 @@ def query(
 def _as_at(dataset: Dataset, text: str) -> datetime | Multihash:
     """A system time, a full block hash, or the short hash ``log --oneline`` prints (any unique
     beginning or end of a block's hash)."""
+    from odfproj.odf.multiformats import Multihash
+    from odfproj.odf.timestamps import parse_rfc3339
+
     try:
         return Multihash.from_multibase(text)
     except InvalidValueError:  # not a full hash: try a time, then an abbreviation

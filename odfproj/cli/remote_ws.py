@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from odfproj.cli.context import adopt_old_workspace
-from odfproj.project.config import ProjectConfig
-from odfproj.storage.workspace import Workspace
+
+if TYPE_CHECKING:
+    from odfproj.project.config import ProjectConfig
 
 
 @contextmanager
@@ -21,6 +23,8 @@ def synced(
     For a ``writer``, a workspace an older odfproj made is adopted first (see
     :func:`adopt_old_workspace`); nothing else happens for a workspace on disk.
     """
+    from odfproj.storage.workspace import Workspace
+
     if writer is not None:
         adopt_old_workspace(Workspace(config.workspace(target)))
     url = config.remote_workspace()

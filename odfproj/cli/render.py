@@ -9,9 +9,6 @@ import typer
 
 from odfproj.cli.options import ProjectOption, TargetOption, VarOption, parse_vars
 from odfproj.errors import OdfprojError
-from odfproj.plan.queries import render_queries
-from odfproj.project.config import load_project
-from odfproj.project.manifests import load_manifests
 
 
 def render(
@@ -28,6 +25,10 @@ def render(
     error naming the engine and the construct (exit 1). Reads only the manifest (rendered like plan
     renders it); nothing is fetched or run, and no JVM starts. See docs/guide/engines.md.
     """
+    from odfproj.plan.queries import render_queries
+    from odfproj.project.config import load_project
+    from odfproj.project.manifests import load_manifests
+
     config = load_project(project)
     manifests = load_manifests(config, vars_override=parse_vars(variables), target=target)
     manifest = manifests.get(dataset)

@@ -8,8 +8,6 @@ import typer
 
 from odfproj.cli import run as run_command
 from odfproj.cli.options import ProjectOption, TargetOption, VarOption
-from odfproj.project.config import load_project
-from odfproj.run.retry import retry_selection
 
 
 def retry(
@@ -27,6 +25,9 @@ def retry(
     Exactly `odfproj run --select` with those names: the plan is applied first, results are written
     again. Nothing to retry exits 0.
     """
+    from odfproj.project.config import load_project
+    from odfproj.run.retry import retry_selection
+
     names = retry_selection(load_project(project).workspace(target))
     if not names:
         typer.echo("nothing to retry: the last run left no dataset failed, skipped by a failure or cancelled")

@@ -6,7 +6,7 @@ import sys
 import threading
 import time
 from contextlib import nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console, Group
@@ -24,24 +24,15 @@ from odfproj.cli.options import (
     warm_engine,
 )
 from odfproj.cli.remote_ws import synced
-from odfproj.engine.session import SparkSessionHolder
-from odfproj.project.config import spark_settings
-from odfproj.run.run import (
-    RUN_RESULTS_FILE,
-    DatasetRun,
-    RunEvent,
-    RunResult,
-    Status,
-    run_project,
-)
-from odfproj.run.warm_run import WarmRunRefused, WarmRunRequest, run_on_warm_engine, warm_run_refusal
 
-_STYLE = {
-    Status.SUCCESS: "green",
-    Status.ERROR: "bold red",
-    Status.SKIPPED: "yellow",
-    Status.CANCELLED: "magenta",
-}
+# Spark-free at import (PySpark is imported when a session starts); tests replace it here.
+from odfproj.engine.session import SparkSessionHolder
+
+if TYPE_CHECKING:
+    from odfproj.run.run import DatasetRun, RunEvent, RunResult
+
+#: Each dataset status's style, by its value (``run.run.Status``).
+_STYLE = {"success": "green", "error": "bold red", "skipped": "yellow", "cancelled": "magenta"}
 
 #: Printed on the first Ctrl-C of a run.
 FIRST_INTERRUPT = (
@@ -76,6 +67,10 @@ def run(
     what was cancelled, and exits 130; a second Ctrl-C stops at once (every commit is atomic, so
     each dataset stays valid).
     """
+    from odfproj.project.config import spark_settings
+    from odfproj.run.run import run_project
+    from odfproj.run.warm_run import WarmRunRefused, WarmRunRequest, run_on_warm_engine, warm_run_refusal
+
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
     config = selection.config()
     settings = spark_settings(config, selection.target, verbose=state.verbose)
@@ -182,6 +177,8 @@ def _status(r: DatasetRun) -> str:
 
 
 def _detail(r: DatasetRun) -> str:
+    from odfproj.run.run import Status
+
     if r.status is Status.SUCCESS:
         return f"{r.records_added} record(s)" + (f", {r.message}" if r.message else "")
     return r.message
@@ -193,6 +190,8 @@ def _summary(console: Console, result: RunResult) -> None:
     Off a terminal (CI logs, a pipe) rich would squeeze the table into 80 columns and cut dataset
     names; the console is made as wide as the longest name needs instead.
     """
+    from odfproj.run.run import RUN_RESULTS_FILE, Status
+
     if not console.is_terminal:
         longest = max((len(r.dataset) for r in result.results), default=0)
         console = Console(highlight=False, width=max(100, longest + 60))

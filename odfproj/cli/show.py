@@ -8,8 +8,6 @@ import typer
 
 from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, resolve_workspace
 from odfproj.cli.tables import QueryFormat, print_table
-from odfproj.odf.timestamps import format_rfc3339
-from odfproj.run.show import describe_dataset
 
 
 def show(
@@ -23,6 +21,9 @@ def show(
 
     Reads the workspace only; starts no JVM.
     """
+    from odfproj.odf.timestamps import format_rfc3339
+    from odfproj.run.show import describe_dataset
+
     s = describe_dataset(resolve_workspace(workspace, project), dataset, rows=rows)
     echo = typer.echo
     chain = s.chain

@@ -11,10 +11,7 @@ from odfproj.cli.interrupt import stopped_after
 from odfproj.cli.io import read_input
 from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, as_at_time, project_engine, resolve_workspace
 from odfproj.cli.tables import QueryFormat, print_table
-from odfproj.engine.warm.client import WarmSessionHolder
 from odfproj.errors import OdfprojError
-from odfproj.plan.served_checks import warm_sql
-from odfproj.state.views import run_sql
 
 
 def sql(
@@ -46,6 +43,10 @@ def sql(
 
         odfproj sql "SELECT location, count(*) FROM `org.example.weather.daily` GROUP BY location"
     """
+    from odfproj.engine.warm.client import WarmSessionHolder
+    from odfproj.plan.served_checks import warm_sql
+    from odfproj.state.views import run_sql
+
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
     text = read_input("-").decode() if query == "-" else query
     if not text.strip():

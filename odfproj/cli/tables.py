@@ -5,14 +5,14 @@ from __future__ import annotations
 import enum
 import json
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
-import pyarrow.csv as pacsv
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from odfproj.odf.data_schema import Op
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 class QueryFormat(enum.StrEnum):
@@ -31,6 +31,9 @@ def print_table(table: pa.Table, output_format: QueryFormat, *, op_column: str |
     CSV and JSON keep the numbers the files store, for tools.
     """
     if output_format is QueryFormat.csv:
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+
         sink = pa.BufferOutputStream()
         pacsv.write_csv(table, sink)
         typer.echo(sink.getvalue().to_pybytes().decode(), nl=False)
@@ -56,6 +59,8 @@ def print_table(table: pa.Table, output_format: QueryFormat, *, op_column: str |
 
 
 def _op(value: object) -> str:
+    from odfproj.odf.data_schema import Op
+
     try:
         return Op(value).code  # type: ignore[arg-type]
     except ValueError:

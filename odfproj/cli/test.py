@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -20,12 +21,12 @@ from odfproj.cli.options import (
     session_holder,
 )
 from odfproj.cli.tables import QueryFormat, print_table
-from odfproj.engine.spark import SparkEngine
-from odfproj.project.config import load_project, spark_settings
-from odfproj.quality.execute import Outcome, TestResult
-from odfproj.quality.project import test_project
 
-_STYLE = {Outcome.PASS: "green", Outcome.FAIL: "bold red", Outcome.WARN: "yellow", Outcome.ERROR: "bold red"}
+if TYPE_CHECKING:
+    from odfproj.quality.execute import TestResult
+
+#: Each outcome's style, by its value (``quality.execute.Outcome``).
+_STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "error": "bold red"}
 
 
 def test(
@@ -55,6 +56,10 @@ def test(
 
         odfproj test org.example.weather.daily+ --as-at 2024-01-31T00:00:00Z
     """
+    from odfproj.engine.spark import SparkEngine
+    from odfproj.project.config import load_project, spark_settings
+    from odfproj.quality.project import test_project
+
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
     moment = as_at_time(as_at)
     config = load_project(project)

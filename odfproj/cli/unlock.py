@@ -8,11 +8,7 @@ from pathlib import Path
 import typer
 
 from odfproj.cli.options import PROJECT_HELP
-from odfproj.project.config import WORKSPACE_ENV, load_project
 from odfproj.remote.errors import RemoteError
-from odfproj.remote.location import is_remote_workspace
-from odfproj.remote.store import open_store
-from odfproj.remote.workspace import break_lock
 
 
 def unlock(
@@ -21,7 +17,8 @@ def unlock(
         None,
         "--workspace",
         metavar="URL",
-        help=f"The remote workspace (default: ${WORKSPACE_ENV}, else the project's `workspace:`).",
+        # $ODFPROJ_WORKSPACE is project.config.WORKSPACE_ENV (tests/cli/test_startup.py checks it).
+        help="The remote workspace (default: $ODFPROJ_WORKSPACE, else the project's `workspace:`).",
     ),
     project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP, metavar="DIR"),
 ) -> None:
@@ -31,6 +28,11 @@ def unlock(
     lock lets a second writer start, though refs/head's compare-and-swap still keeps each dataset's
     history linear.
     """
+    from odfproj.project.config import WORKSPACE_ENV, load_project
+    from odfproj.remote.location import is_remote_workspace
+    from odfproj.remote.store import open_store
+    from odfproj.remote.workspace import break_lock
+
     url = workspace or os.environ.get(WORKSPACE_ENV) or load_project(project).workspace_setting
     if not is_remote_workspace(url):
         raise RemoteError(

@@ -10,7 +10,6 @@ import typer
 from odfproj.cli.context import CliState, adopt_old_workspace, stderr_console
 from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, project_engine, resolve_workspace
 from odfproj.errors import OdfprojError
-from odfproj.run.verify import verify_datasets
 
 
 def verify(
@@ -41,6 +40,8 @@ def verify(
     also re-hashed (as with --integrity), so stored data that differs from what the chain records is
     reported naming the file.
     """
+    from odfproj.run.verify import verify_datasets
+
     if workspace is None and not reproduce and _verify_remote(project, datasets or [], integrity):
         return
     opened = resolve_workspace(workspace, project)

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
 from odfproj.cli.context import CliState
 from odfproj.cli.interrupt import SECOND_PRESS, graceful_interrupt, say, stopped_after
 from odfproj.cli.options import DatasetSelection, query_checker_for, selection_options
 from odfproj.engine.session import SparkSessionHolder
-from odfproj.engine.warm.choice import warm_choice
-from odfproj.engine.warm.client import WarmSessionHolder
 from odfproj.plan.model import Action, Plan
-from odfproj.plan.render import render_text
-from odfproj.project.config import spark_settings
-from odfproj.run.run import RunEvent
-from odfproj.run.watch import WarmQueryChecks, WatchCycle, Watcher
-from odfproj.run.watch import watch as watch_loop
+
+if TYPE_CHECKING:
+    from odfproj.run.run import RunEvent
+    from odfproj.run.watch import WarmQueryChecks, WatchCycle
 
 #: Changed files named in a cycle's header before the rest are counted.
 _SHOWN_FILES = 3
@@ -53,6 +52,10 @@ def watch(
     off (--cold, ODFPROJ_WARM_ENGINE=off, CI set), watch says so once and queries are shown as not
     validated (run checks them).
     """
+    from odfproj.project.config import spark_settings
+    from odfproj.run.watch import Watcher
+    from odfproj.run.watch import watch as watch_loop
+
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
     config = selection.config()
     request = selection.request()
@@ -100,6 +103,10 @@ def _query_checks(state: CliState) -> tuple[WarmQueryChecks | None, str | None]:
     The checks run with the analysis sandbox's settings, never the target's, so every target gets
     them, as in `plan`; only the warm engine's switches (--warm/--cold, ODFPROJ_WARM_ENGINE, CI) decide.
     """
+    from odfproj.engine.warm.choice import warm_choice
+    from odfproj.engine.warm.client import WarmSessionHolder
+    from odfproj.run.watch import WarmQueryChecks
+
     choice = warm_choice(state.warm)
     if not choice.enabled:
         return (
@@ -143,6 +150,8 @@ class _CyclePrinter:
             typer.echo(run.summary())
 
     def _header_and_plan(self, cycle: WatchCycle) -> None:
+        from odfproj.plan.render import render_text
+
         typer.echo(typer.style(_header(cycle), bold=True))
         plan = cycle.plan
         if plan is None:

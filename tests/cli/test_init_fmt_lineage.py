@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 BOOT = """\
 import sys
 from odfproj.cli import fmt, init, lineage, main
-registered = {c.name for c in main.app.registered_commands}
+registered = {c.name for c in main.COMMANDS}
 for name, command in (("init", init.init), ("fmt", fmt.fmt), ("lineage", lineage.lineage)):
     if name not in registered:
         main.app.command(name)(command)

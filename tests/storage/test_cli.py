@@ -21,6 +21,7 @@ from odfproj.cli import main as cli_main
 from odfproj.cli import verify as verify_cmd
 from odfproj.odf import model
 from odfproj.odf.identity import DatasetKeyPair
+from odfproj.odf.summary import summarize
 from odfproj.project.config import WORKSPACE_ENV
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.errors import DatasetNotFoundError
@@ -127,7 +128,7 @@ def test_verify_reports_problems_by_path(runner: CliRunner, project: Path) -> No
 
 # --- end to end through `python -m odfproj` ------------------------------------------------------------
 
-_REGISTERED = {c.name for c in cli_main.app.registered_commands}
+_REGISTERED = {c.name for c in cli_main.COMMANDS}
 needs_registration = pytest.mark.skipif(
     not {"log", "verify"} <= _REGISTERED, reason="log/verify are not registered in odfproj/cli/main.py yet"
 )
@@ -184,7 +185,7 @@ def test_every_event_kind_has_a_summary() -> None:
         model.DisablePollingSource(),
     ]
     assert {type(e).__name__ for e in events} == {t for _, t in model.UNIONS["MetadataEvent"].variants}
-    summaries = [log_cmd.summarize(e) for e in events]
+    summaries = [summarize(e) for e in events]
     assert summaries[:3] == [
         f"Root dataset {key}",
         "no new data, source state odf/etag",
