@@ -222,6 +222,35 @@ def decode_block(data: bytes) -> tuple[model.MetadataBlock, int]:
     return decode_table("MetadataBlock", content), version
 
 
+_BLOCK_FIELDS = {f.name: f for f in model.TABLES["MetadataBlock"].fields}
+_PREV_BLOCK_HASH = _BLOCK_FIELDS["prev_block_hash"]
+_SEQUENCE_NUMBER = _BLOCK_FIELDS["sequence_number"]
+
+
+def decode_block_link(data: bytes) -> tuple[int, Multihash | None]:
+    """Stored block bytes -> ``(sequenceNumber, prevBlockHash)``, without decoding the event.
+
+    What a walk from the head to the Seed needs of each block, at a fraction of :func:`decode_block`'s
+    cost; a block whose event is malformed is found when it is decoded in full.
+    """
+    kind, version, content = decode_manifest(data)
+    if kind != Multicodec.ODF_METADATA_BLOCK:
+        raise SerializationError(f"not a metadata block: manifest kind is {kind:#x}, expected 0x400000")
+    if version not in SUPPORTED_BLOCK_VERSIONS:
+        raise SerializationError(f"unsupported metadata block version {version} (supported: 2, 3)")
+    buf = bytearray(content)
+    try:
+        tab = Table(buf, struct.unpack_from("<I", buf, 0)[0])
+        sequence_number = _scalar(tab, _SEQUENCE_NUMBER.slot, N.Uint64Flags, 0)
+        o = tab.Offset(4 + 2 * _PREV_BLOCK_HASH.slot)
+        prev = Multihash.from_bytes(bytes(_byte_vector(tab, o))) if o else None
+    except SerializationError:
+        raise
+    except Exception as e:  # any malformed offset surfaces as a struct/index error
+        raise SerializationError(f"malformed MetadataBlock flatbuffer: {type(e).__name__}: {e}") from None
+    return sequence_number, prev
+
+
 def _scalar(tab: Table, slot: int, flags: Any, default: Any) -> Any:
     o = tab.Offset(4 + 2 * slot)
     return tab.Get(flags, o + tab.Pos) if o else default

@@ -128,7 +128,11 @@ class ChainProjection:
     # --- JSON -------------------------------------------------------------------------------------
 
     def to_json(self) -> str:
-        data = {
+        return json.dumps(self.to_data(), indent=1, ensure_ascii=False)
+
+    def to_data(self) -> dict[str, Any]:
+        """The JSON form as plain data (what :meth:`to_json` writes), for records that embed a projection."""
+        return {
             "format": PROJECTION_FORMAT,
             "datasetId": self.dataset_id.as_did_str(),
             "kind": self.kind.name,
@@ -157,13 +161,20 @@ class ChainProjection:
                 for d in self.definition_events
             ],
         }
-        return json.dumps(data, indent=1, ensure_ascii=False)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> ChainProjection:
         """Parse :meth:`to_json` output; any malformation raises :class:`InvalidValueError`."""
         try:
             data = json.loads(text)
+        except ValueError as e:
+            raise InvalidValueError(f"malformed projection cache: {type(e).__name__}: {e}") from None
+        return cls.from_data(data)
+
+    @classmethod
+    def from_data(cls, data: Any) -> ChainProjection:
+        """Parse :meth:`to_data` output; any malformation raises :class:`InvalidValueError`."""
+        try:
             if not isinstance(data, dict) or data.get("format") != PROJECTION_FORMAT:
                 raise InvalidValueError("not a projection cache of the current format")
             checkpoint = data["lastCheckpoint"]

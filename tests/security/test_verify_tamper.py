@@ -20,7 +20,7 @@ import pytest
 from odfproj.engine.session import SparkSessionHolder, SparkSettings
 from odfproj.engine.spark import SparkEngine
 from odfproj.odf import model
-from odfproj.storage.verify import verify_dataset, verify_in_workspace
+from odfproj.storage.verify import Verification, check_in_workspace, verify_dataset, verify_in_workspace
 from odfproj.storage.workspace import Workspace
 from odfproj.transform.coordinator import plan_inputs, update_derivative
 from odfproj.transform.errors import TransformError
@@ -140,3 +140,82 @@ def test_verify_command_reports_the_rollback(ws: Workspace) -> None:
     assert code == 1, stdout + stderr
     assert str(consumed) in stdout and "'spent'" in stdout
     assert "Traceback" not in stderr
+
+
+# --- after a successful check: the next one continues from its record (issue 36) -----------------------
+
+
+def _checked(ws: Workspace, name: str) -> Verification:
+    return check_in_workspace(ws, ws.open(name), full=False)
+
+
+def test_a_rollback_after_a_successful_check_is_caught_by_the_next_one(ws: Workspace) -> None:
+    """The record keeps each input's head: one no longer in the input's chain re-checks every consumed block."""
+    assert [_checked(ws, name).problems for name in ("orders", "spent")] == [(), ()]
+    orders = ws.open("orders")
+    consumed = orders.head()
+    assert consumed is not None
+    orders.layout.head_ref.write_text(str(orders.get_block(consumed).prev_block_hash.to_multibase()))  # type: ignore[union-attr]
+
+    result = _checked(ws, "spent")
+
+    assert not result.full and result.checked == 0  # spent's own chain did not change
+    [problem] = result.problems
+    assert (
+        "input 'orders'" in str(problem) and str(consumed) in str(problem) and "rolled back" in str(problem)
+    )
+
+
+def test_a_folder_swap_after_a_successful_check_is_caught_by_the_next_one(ws: Workspace) -> None:
+    """The identity checks run every time: a copied folder brings its own record along, at its own head."""
+    assert [_checked(ws, name).problems for name in ws.list_datasets()] == [(), (), ()]
+    victim = ws.open("other").path
+    shutil.rmtree(victim)
+    shutil.copytree(ws.open("orders").path, victim)
+    result = _checked(ws, "other")
+    assert not result.full
+    [problem] = result.problems
+    assert "the id of dataset 'orders'" in str(problem) and "another dataset's chain" in str(problem)
+
+
+def test_a_derivative_check_reads_only_the_new_blocks_of_it_and_its_inputs(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _checked(ws, "spent").full
+    orders = ws.open("orders")
+    old_orders = [h for h, _ in orders.iter_blocks()]
+    old_spent_head = ws.open("spent").head()
+    add_records(orders, tmp_path / "scratch", [(0, 3, "rome", 9)], T0, watermark=3)
+    _consume(ws, "spent")
+    reads: list[Path] = []
+    original = Path.read_bytes
+
+    def read_bytes(self: Path) -> bytes:
+        if self.parent.name == "blocks":
+            reads.append(self)
+        return original(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    result = _checked(ws, "spent")
+
+    assert result.problems == () and not result.full and result.checked == 1
+    spent = ws.open("spent")
+    assert {p for p in reads if p.parent == spent.layout.blocks_dir} == {
+        spent.layout.block_path(spent.head()),  # type: ignore[arg-type]
+        spent.layout.block_path(old_spent_head),  # type: ignore[arg-type]
+    }
+    # orders: its new block, the head consumed before (the new block's prevBlockHash) and the data
+    # block under it that gives its offset; never its Seed or first slice.
+    read_orders = {p.name for p in reads if p.parent == orders.layout.blocks_dir}
+    assert read_orders == {orders.head().to_multibase(), *(h.to_multibase() for h in old_orders[:2])}  # type: ignore[union-attr]
+
+
+def test_a_tamper_after_a_successful_check_needs_full(ws: Workspace) -> None:
+    """An input's old block rewritten after a check is not re-read by the next check; ``full`` finds it."""
+    assert _checked(ws, "orders").problems == ()
+    orders = ws.open("orders")
+    seed_path = orders.layout.block_path([h for h, _ in orders.iter_blocks()][-1])
+    seed_path.write_bytes(seed_path.read_bytes() + b"\0")
+    assert _checked(ws, "orders").problems == ()
+    [problem] = check_in_workspace(ws, ws.open("orders"), full=True).problems
+    assert problem.path == seed_path and "not to its file name" in problem.message
