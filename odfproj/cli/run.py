@@ -195,16 +195,19 @@ def _summary(console: Console, result: RunResult) -> None:
     if not console.is_terminal:
         longest = max((len(r.dataset) for r in result.results), default=0)
         console = Console(highlight=False, width=max(100, longest + 60))
+    for warning in result.warnings:
+        console.print(f"[yellow]warning[/]: {escape(warning)}", soft_wrap=True)
     if result.apply is not None and (result.apply.changed or result.apply.not_applied):
         console.print(escape(result.apply.summary()))
     table = Table()
-    for column in ("Dataset", "Work", "Status", "Records", "Blocks", "Time"):
+    for column in ("Dataset", "Work", "Status", "Path", "Records", "Blocks", "Time"):
         table.add_column(column, justify="right" if column in ("Records", "Blocks", "Time") else "left")
     for r in result.results:
         table.add_row(
             escape(r.dataset),
             r.work.value,
             _status(r),
+            escape(r.path),
             str(r.records_added),
             str(r.blocks_added),
             f"{r.seconds:.1f}s",
@@ -213,6 +216,11 @@ def _summary(console: Console, result: RunResult) -> None:
     for r in result.results:
         if r.status is not Status.SUCCESS:
             console.print(f"{_status(r)} {escape(r.dataset)}: {escape(r.message)}", soft_wrap=True)
+        elif r.mode.startswith(
+            "full"
+        ):  # a query that reads whole histories on every update: why, the way out
+            hint = f"; hint: {r.hint}" if r.hint else ""
+            console.print(f"{escape(r.dataset)}: path {escape(r.mode)}{escape(hint)}", soft_wrap=True)
     console.print(escape(result.summary()))
     console.print(f"Results written to {escape(str(result.workspace / RUN_RESULTS_FILE))}", soft_wrap=True)
     if result.log_file is not None:

@@ -194,6 +194,9 @@ class RunResult:
     log_file: Path | None = None
     #: True when the run was interrupted (Ctrl-C): some datasets are ``cancelled``.
     interrupted: bool = False
+    #: The plan's warnings (a selector that matched nothing, a manifest set aside outside the
+    #: selection), kept when the plan is not (a warm run's result comes back without it).
+    warnings: tuple[str, ...] = ()
 
     @property
     def failed(self) -> tuple[DatasetRun, ...]:
@@ -270,6 +273,8 @@ def run_project(
         )
         # Planned under the lock, so no other apply or run can move a chain between plan and apply.
         plan, snapshot = plan_project(config, request, environ=environ, query_checker=checker)
+        for warning in plan.warnings:
+            log.info("warning: %s", warning)
         environ = dict(os.environ) if environ is None else environ
 
         def report(event: RunEvent) -> None:
@@ -319,6 +324,7 @@ def run_project(
                 plan=plan,
                 log_file=log_file,
                 interrupted=stop.is_set() or any(r.status is Status.CANCELLED for r in results.values()),
+                warnings=plan.warnings,
             )
             write_run_results(result)
             log.info("%s", result.summary())

@@ -313,7 +313,7 @@ def test_run_excluding_them_runs_the_rest(tmp_path: Path, monkeypatch) -> None:
         "com.example.orders": Status.SKIPPED,
     }
     assert sorted(Workspace(root / ".odf").list_datasets()) == ["com.example.more", "com.example.orders"]
-    assert len(result.plan.warnings) == 3
+    assert len(result.plan.warnings) == 3 and result.warnings == result.plan.warnings
     assert all(s.action is Action.CREATE for s in result.plan.definitions)
 
 
@@ -332,3 +332,6 @@ def test_run_on_the_command_line_excluding_them_exits_0(tmp_path: Path, monkeypa
     code, out, err = cli(root, monkeypatch, "run", "--exclude", EXCLUDE_ETHEREUM)
     assert code == 0, out + err
     assert "com.example.orders" in out and "0 failed, 1 skipped" in out
+    # What was set aside is said, as plan says it: one warning per refused manifest.
+    assert out.count("(not selected: skipped)") == 3, out
+    assert all(line.startswith("warning: ") for line in out.splitlines() if "(not selected: skipped)" in line)

@@ -102,6 +102,11 @@ def test_run_says_the_path_each_derivative_took_and_plan_shows_it(project, spark
         "by-country": "4 record(s), path: grouped over a join",
     }
     assert {name: _line(output, name) for name in expected} == expected
+    # The summary, all a terminal keeps once the live view is gone: each path, and why the full query is.
+    assert re.search(r"Dataset\W+Work\W+Status\W+Path\W+Records", output), output  # \W: the table's rules
+    assert re.search(r"by-country\W+transform\W+success\W+grouped over a join\W", output), output
+    assert f"\nby-city: path full: {FLOAT_SUM}; hint: {HINT}\n" in output
+    assert "big-sales: path" not in output
     results = _results(project)
     assert {name: (r["path"], r["why_full"], r["mode"], r["hint"]) for name, r in results.items()} == {
         "sales": (None, None, None, None),
