@@ -109,7 +109,38 @@ def test_verify_clean(runner: CliRunner, project: Path) -> None:
     assert result.stdout == "1 dataset verified\n"
     Workspace(project / ".odf").create("other", model.DatasetKind.Derivative)
     result = runner.invoke(_app(), ["verify", "--workspace", str(project / ".odf")])
+    assert result.stdout == (
+        "2 datasets verified: no new block since the last check, 1 dataset in full "
+        "(use --full to re-check all 5 blocks)\n"
+    )
+    result = runner.invoke(_app(), ["verify", "--full", "--workspace", str(project / ".odf")])
     assert result.stdout == "2 datasets verified\n"
+
+
+def test_verify_checks_what_is_new_and_full_checks_everything(
+    runner: CliRunner, project: Path, tmp_path: Path
+) -> None:
+    """After a successful check only the new blocks are checked; what was checked is re-read with --full."""
+    args = ["verify", "--integrity", "--project", str(project)]
+    assert runner.invoke(_app(), args).stdout == "1 dataset verified\n"  # the first check is a full one
+    dataset = _dataset(project)
+    writer = Writer(dataset, tmp_path / "scratch")
+    for _ in range(3):
+        writer.add_data(2, watermark=BASE_TIME, checkpoint=b"ck")
+    result = runner.invoke(_app(), args)
+    assert result.stdout == (
+        "1 dataset verified: 3 new blocks since the last check (use --full to re-check all 7 blocks)\n"
+    )
+    old_data = dataset.layout.data_path(
+        next(b.event.new_data.physical_hash for _, b in dataset.iter_blocks() if b.sequence_number == 3)  # type: ignore[union-attr]
+    )
+    raw = bytearray(old_data.read_bytes())
+    raw[len(raw) // 2] ^= 1
+    old_data.write_bytes(bytes(raw))  # changed after it was checked: only --full reads it again
+    assert runner.invoke(_app(), args).exit_code == 0
+    result = runner.invoke(_app(), [*args, "--full"])
+    assert result.exit_code == 1
+    assert result.stdout.startswith(f"{old_data}: physical hash is ")
 
 
 def test_verify_reports_problems_by_path(runner: CliRunner, project: Path) -> None:
