@@ -12,13 +12,11 @@ import re
 import socket
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from odfproj.ingest.errors import IngestError, SourceUnreachableError
-from odfproj.ingest.fetch import FetchResult, fetch
 from odfproj.ingest.http import (
     ENV_DEADLINE,
     ENV_LOW_SPEED_LIMIT,
@@ -27,10 +25,8 @@ from odfproj.ingest.http import (
     HttpSettings,
     LowSpeedWindow,
 )
-from odfproj.odf import model
-from tests.security.fetch_helpers import raw_server, trickling
+from tests.security.fetch_helpers import fetch_url, no_leftovers, raw_server, trickling
 
-SYSTEM_TIME = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 RULE = r"under the low-speed limit of 100 B/s \(ODFPROJ_HTTP_LOW_SPEED_LIMIT / ODFPROJ_HTTP_LOW_SPEED_TIME\)"
 
 
@@ -157,27 +153,6 @@ def test_a_bad_value_is_a_one_line_error_naming_the_variable(name: str, value: s
 # -- real servers ------------------------------------------------------------------------------
 
 
-def _fetch(
-    url: str, tmp_path: Path, http: HttpSettings | None, environ: dict[str, str] | None = None
-) -> FetchResult:
-    return fetch(
-        model.FetchStepUrl(url=url),
-        dataset="slow.ds",
-        source="default",
-        prev_state=None,
-        project_root=tmp_path,
-        work_dir=tmp_path / "work",
-        system_time=SYSTEM_TIME,
-        environ=environ or {},
-        http=http,
-    )
-
-
-def _no_leftovers(tmp_path: Path) -> bool:
-    work = tmp_path / "work"
-    return not work.exists() or not any(work.iterdir())
-
-
 def paced(pieces: list[tuple[float, bytes]]) -> Callable[[socket.socket, threading.Event], None]:
     """Answer 200 at once, then send each piece after waiting its seconds."""
     total = sum(len(data) for _, data in pieces)
@@ -198,13 +173,13 @@ def test_a_trickling_server_is_stopped_by_the_rule_from_the_environment(tmp_path
     environ = {ENV_LOW_SPEED_LIMIT: "100", ENV_LOW_SPEED_TIME: "1", ENV_RETRIES: "0", ENV_DEADLINE: "8"}
     with raw_server(trickling(0.2)) as server:
         with pytest.raises(SourceUnreachableError) as e:
-            _fetch(server.url(), tmp_path, None, environ)
+            fetch_url(server.url(), tmp_path, None, environ, dataset="slow.ds")
         assert server.connections == 1
     message = str(e.value)
     assert message.startswith(f"dataset 'slow.ds', source 'default': cannot fetch {server.url()}: ")
     assert "\n" not in message and "deadline" not in message
     assert re.search(rf"transferred \d+ bytes in the last 1 s, {RULE} \(gave up after 1 attempt\)$", message)
-    assert _no_leftovers(tmp_path)
+    assert no_leftovers(tmp_path)
 
 
 def test_a_stall_after_a_fast_start_is_stopped(tmp_path: Path) -> None:
@@ -212,15 +187,15 @@ def test_a_stall_after_a_fast_start_is_stopped(tmp_path: Path) -> None:
     pieces = [(0.0, b"x" * 5000)] + [(0.2, b"x")] * 2000
     settings = HttpSettings(low_speed_limit=100, low_speed_time=1, retries=0, deadline=8)
     with raw_server(paced(pieces)) as server, pytest.raises(SourceUnreachableError, match=RULE):
-        _fetch(server.url(), tmp_path, settings)
-    assert _no_leftovers(tmp_path)
+        fetch_url(server.url(), tmp_path, settings, dataset="slow.ds")
+    assert no_leftovers(tmp_path)
 
 
 def test_a_low_speed_stop_is_retried_like_a_timeout(tmp_path: Path) -> None:
     settings = HttpSettings(low_speed_limit=100, low_speed_time=0.5, retries=1, backoff=0.01, deadline=8)
     with raw_server(trickling(0.2)) as server:
         with pytest.raises(SourceUnreachableError, match=rf"{RULE} \(gave up after 2 attempts\)$"):
-            _fetch(server.url(), tmp_path, settings)
+            fetch_url(server.url(), tmp_path, settings, dataset="slow.ds")
         assert server.connections == 2
 
 
@@ -230,7 +205,7 @@ def test_a_slow_but_steady_download_completes_with_every_byte(tmp_path: Path) ->
     pieces = [(0.1, body[i : i + 50]) for i in range(0, len(body), 50)]
     settings = HttpSettings(low_speed_limit=100, low_speed_time=0.5, retries=0, deadline=30)
     with raw_server(paced(pieces)) as server:
-        result = _fetch(server.url(), tmp_path, settings)
+        result = fetch_url(server.url(), tmp_path, settings, dataset="slow.ds")
     [item] = result.items
     assert item.path.read_bytes() == body
 
@@ -241,4 +216,4 @@ def test_a_limit_of_0_turns_the_rule_off(tmp_path: Path) -> None:
         raw_server(trickling(0.1)) as server,
         pytest.raises(SourceUnreachableError, match=r"gave up after the 1 s deadline"),
     ):
-        _fetch(server.url(), tmp_path, settings)
+        fetch_url(server.url(), tmp_path, settings, dataset="slow.ds")

@@ -12,7 +12,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from odfproj.ingest.fetch import FetchResult, fetch
+from odfproj.ingest.http import HttpSettings
+from odfproj.odf import model
 
 
 @dataclass
@@ -149,3 +155,35 @@ def wait_until(condition: Callable[[], bool], limit: float = 30.0) -> bool:
             return True
         time.sleep(0.05)
     return condition()
+
+
+#: The system time every fetch of these tests runs at.
+SYSTEM_TIME = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def fetch_url(
+    url: str,
+    tmp_path: Path,
+    http: HttpSettings | None,
+    environ: dict[str, str] | None = None,
+    *,
+    dataset: str = "bounded.ds",
+) -> FetchResult:
+    """One Url fetch of ``url`` into ``tmp_path``'s work folder, with these HTTP settings."""
+    return fetch(
+        model.FetchStepUrl(url=url),
+        dataset=dataset,
+        source="default",
+        prev_state=None,
+        project_root=tmp_path,
+        work_dir=tmp_path / "work",
+        system_time=SYSTEM_TIME,
+        environ=environ or {},
+        http=http,
+    )
+
+
+def no_leftovers(tmp_path: Path) -> bool:
+    """Whether a fetch left nothing in its work folder."""
+    work = tmp_path / "work"
+    return not work.exists() or not any(work.iterdir())

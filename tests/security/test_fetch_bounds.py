@@ -7,40 +7,25 @@ Deadlines are small configured values; the tests assert the error, never the tim
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from odfproj.ingest.errors import FetchError, IngestError, SourceNotFoundError, SourceUnreachableError
-from odfproj.ingest.fetch import FetchResult, fetch
+from odfproj.ingest.fetch import fetch
 from odfproj.ingest.http import ENV_DEADLINE, ENV_RETRIES, HttpSettings, download
 from odfproj.odf import model
 from tests.cli_inprocess import cli_in
-from tests.security.fetch_helpers import hanging, raw_server, refused_port, scripted_server, trickling
-
-SYSTEM_TIME = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
-
-
-def _fetch(
-    url: str, tmp_path: Path, http: HttpSettings | None, environ: dict[str, str] | None = None
-) -> FetchResult:
-    return fetch(
-        model.FetchStepUrl(url=url),
-        dataset="bounded.ds",
-        source="default",
-        prev_state=None,
-        project_root=tmp_path,
-        work_dir=tmp_path / "work",
-        system_time=SYSTEM_TIME,
-        environ=environ or {},
-        http=http,
-    )
-
-
-def _no_leftovers(tmp_path: Path) -> bool:
-    work = tmp_path / "work"
-    return not work.exists() or not any(work.iterdir())
+from tests.security.fetch_helpers import (
+    SYSTEM_TIME,
+    fetch_url,
+    hanging,
+    no_leftovers,
+    raw_server,
+    refused_port,
+    scripted_server,
+    trickling,
+)
 
 
 def _one_line_naming(message: str, url: str) -> None:
@@ -52,16 +37,16 @@ def test_hanging_server_is_stopped_by_the_deadline(tmp_path: Path) -> None:
         raw_server(hanging) as server,
         pytest.raises(SourceUnreachableError, match=r"gave up after the 2 s deadline") as e,
     ):
-        _fetch(server.url(), tmp_path, HttpSettings(deadline=2, retries=3))
+        fetch_url(server.url(), tmp_path, HttpSettings(deadline=2, retries=3))
     _one_line_naming(str(e.value), server.url())
-    assert _no_leftovers(tmp_path)
+    assert no_leftovers(tmp_path)
 
 
 def test_read_timeout_is_retried_a_bounded_number_of_times(tmp_path: Path) -> None:
     settings = HttpSettings(read_timeout=0.3, retries=2, backoff=0.01)
     with raw_server(hanging) as server:
         with pytest.raises(SourceUnreachableError, match=r"timed out after 0.3 s waiting for data") as e:
-            _fetch(server.url(), tmp_path, settings)
+            fetch_url(server.url(), tmp_path, settings)
         assert server.connections == 3
     assert "gave up after 3 attempts" in str(e.value)
 
@@ -72,15 +57,15 @@ def test_trickling_server_is_stopped_by_the_deadline(tmp_path: Path) -> None:
         raw_server(trickling(0.1)) as server,
         pytest.raises(SourceUnreachableError, match=r"deadline") as e,
     ):
-        _fetch(server.url(), tmp_path, HttpSettings(read_timeout=30, deadline=1, retries=3))
+        fetch_url(server.url(), tmp_path, HttpSettings(read_timeout=30, deadline=1, retries=3))
     _one_line_naming(str(e.value), server.url())
-    assert _no_leftovers(tmp_path)  # the partial download is gone
+    assert no_leftovers(tmp_path)  # the partial download is gone
 
 
 def test_503_twice_then_200_is_retried_with_growing_waits(tmp_path: Path) -> None:
     settings = HttpSettings(retries=3, backoff=0.05)
     with scripted_server([503, 503, 200]) as server:
-        result = _fetch(server.url(), tmp_path, settings)
+        result = fetch_url(server.url(), tmp_path, settings)
         assert server.statuses == [503, 503, 200]
     [item] = result.items
     assert item.path.read_bytes() == b"a\n1\n"
@@ -92,7 +77,7 @@ def test_503_twice_then_200_is_retried_with_growing_waits(tmp_path: Path) -> Non
 def test_retries_are_bounded(tmp_path: Path) -> None:
     with scripted_server([503]) as server:
         with pytest.raises(SourceUnreachableError, match=r"HTTP 503 .*gave up after 3 attempts"):
-            _fetch(server.url(), tmp_path, HttpSettings(retries=2, backoff=0.01))
+            fetch_url(server.url(), tmp_path, HttpSettings(retries=2, backoff=0.01))
         assert server.statuses == [503, 503, 503]
 
 
@@ -109,7 +94,7 @@ def test_no_retry_that_would_pass_the_deadline(tmp_path: Path) -> None:
         with pytest.raises(
             SourceUnreachableError, match=r"no time is left for another within the 1 s deadline"
         ):
-            _fetch(server.url(), tmp_path, HttpSettings(retries=5, backoff=5, deadline=1))
+            fetch_url(server.url(), tmp_path, HttpSettings(retries=5, backoff=5, deadline=1))
         assert server.statuses == [503]
 
 
@@ -117,7 +102,7 @@ def test_no_retry_that_would_pass_the_deadline(tmp_path: Path) -> None:
 def test_4xx_is_not_retried(tmp_path: Path, status: int, error: type[Exception]) -> None:
     with scripted_server([status]) as server:
         with pytest.raises(error, match=rf"HTTP {status}") as e:
-            _fetch(server.url(), tmp_path, HttpSettings(retries=3, backoff=0.01))
+            fetch_url(server.url(), tmp_path, HttpSettings(retries=3, backoff=0.01))
         assert server.statuses == [status]
     assert not isinstance(e.value, SourceUnreachableError)
     _one_line_naming(str(e.value), server.url())
@@ -126,7 +111,7 @@ def test_4xx_is_not_retried(tmp_path: Path, status: int, error: type[Exception])
 def test_refused_connection_is_retried_then_named(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{refused_port()}/data.csv"
     with pytest.raises(SourceUnreachableError, match=r"connection refused \(gave up after 3 attempts\)") as e:
-        _fetch(url, tmp_path, HttpSettings(retries=2, backoff=0.01))
+        fetch_url(url, tmp_path, HttpSettings(retries=2, backoff=0.01))
     _one_line_naming(str(e.value), url)
 
 
@@ -137,7 +122,7 @@ def test_bounds_come_from_the_environment(tmp_path: Path) -> None:
         raw_server(hanging) as server,
         pytest.raises(SourceUnreachableError, match=r"1 s deadline \(ODFPROJ_HTTP_DEADLINE\)"),
     ):
-        _fetch(server.url(), tmp_path, None, environ)
+        fetch_url(server.url(), tmp_path, None, environ)
 
 
 @pytest.mark.parametrize(
@@ -187,7 +172,7 @@ def test_a_bad_bound_fails_only_http_sources_naming_the_source(tmp_path: Path) -
         IngestError,
         match=r"^dataset 'bounded.ds', source 'default': cannot fetch .*ODFPROJ_HTTP_DEADLINE='soon'",
     ):
-        _fetch(f"http://127.0.0.1:{refused_port()}/x.csv", tmp_path, None, environ)
+        fetch_url(f"http://127.0.0.1:{refused_port()}/x.csv", tmp_path, None, environ)
     (tmp_path / "in.csv").write_text("a\n1\n")
     result = fetch(
         model.FetchStepFilesGlob(path="*.csv"),
