@@ -23,6 +23,7 @@ from odfproj.project.config import WORKSPACE_ENV, load_project
 from odfproj.run.run import Status, run_project
 from odfproj.storage.workspace import Workspace
 from tests.cli_inprocess import run_main, run_main_split
+from tests.run.test_run import PUSH_ROOT  # the same push-source root
 from tests.spark_helpers import RecordingHolder
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kamu-contrib-ethereum"
@@ -40,24 +41,6 @@ ETHEREUM = {
 }
 
 REFUSAL = "the fetch step EthereumLogs (ODF 0.36) is not one odfproj runs"
-
-PUSH_ROOT = """\
-kind: DatasetSnapshot
-version: 1
-content:
-  name: {name}
-  kind: Root
-  metadata:
-    - kind: AddPushSource
-      sourceName: main
-      read:
-        kind: NdJson
-        schema:
-          - id BIGINT
-          - v STRING
-      merge:
-        kind: Append
-"""
 
 DERIVATIVE = """\
 kind: DatasetSnapshot
