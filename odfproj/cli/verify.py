@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from odfproj.cli.context import CliState, adopt_old_workspace, stderr_console
+from odfproj.cli.interrupt import stopped_after
 from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, project_engine, resolve_workspace
 from odfproj.errors import OdfprojError
 
@@ -64,14 +66,17 @@ def verify(
     count = 0
     engine = _engine(project, workspace, ctx) if reproduce else None
     results = []
-    for result in verify_datasets(opened, names, integrity=integrity, engine=engine, full=full):
-        if result.reproduced is not None:
-            typer.echo(f"{result.dataset}: {result.reproduced} transform(s) reproduced")
-        count += len(result.problems)
-        bad += bool(result.problems)
-        for problem in result.problems:
-            typer.echo(problem)
-        results.append(result)
+    # The engine's session (a JVM, or a lease on the warm engine) is stopped when the check ends: one
+    # left to the interpreter's exit can hang it (a Connect client's channel closed at finalisation).
+    with stopped_after(engine.holder) if engine is not None else nullcontext():
+        for result in verify_datasets(opened, names, integrity=integrity, engine=engine, full=full):
+            if result.reproduced is not None:
+                typer.echo(f"{result.dataset}: {result.reproduced} transform(s) reproduced")
+            count += len(result.problems)
+            bad += bool(result.problems)
+            for problem in result.problems:
+                typer.echo(problem)
+            results.append(result)
     noun = "dataset" if len(names) == 1 else "datasets"
     if bad:
         stderr_console().print(f"{count} problem(s) in {bad} of {len(names)} {noun}", markup=False)
