@@ -28,9 +28,10 @@ for); the identity checks run every time.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from odfproj.errors import InvalidValueError, SerializationError, StorageError
 from odfproj.odf import model
@@ -171,6 +172,22 @@ def _read_block(path: Path, expected: Multihash, referrer: str) -> tuple[bytes, 
     return data, None
 
 
+_Decoded = TypeVar("_Decoded")
+
+
+def _decoded(
+    path: Path, expected: Multihash, referrer: str, decode: Callable[[bytes], _Decoded]
+) -> tuple[_Decoded | None, IntegrityProblem | None]:
+    """The block ``expected`` names, read, checked by hash and decoded by ``decode``; or why it cannot be."""
+    data, problem = _read_block(path, expected, referrer)
+    if problem is not None:
+        return None, problem
+    try:
+        return decode(data), None
+    except SerializationError as e:
+        return None, IntegrityProblem(path, f"cannot decode block: {e}")
+
+
 def _walk_back(
     layout: DatasetLayout, head: Multihash, record: VerifyRecord | None, watch: Multihash | None
 ) -> _Walk:
@@ -186,15 +203,11 @@ def _walk_back(
     referrer = "refs/head"
     while current is not None:
         path = layout.block_path(current)
-        data, problem = _read_block(path, current, referrer)
-        if problem is None:
-            try:
-                sequence_number, prev = decode_block_link(data)
-            except SerializationError as e:
-                problem = IntegrityProblem(path, f"cannot decode block: {e}")
-        if problem is not None:
+        link, problem = _decoded(path, current, referrer, decode_block_link)
+        if link is None:
             walk.problem = problem
             return walk
+        sequence_number, prev = link
         if current == head:
             walk.blocks = sequence_number + 1
         walk.met = walk.met or current == watch
@@ -226,16 +239,13 @@ def _replay(layout: DatasetLayout, walk: _Walk, base: ChainProjection | None, in
     while hashes:
         block_hash = hashes.pop()
         path = layout.block_path(block_hash)
-        data, problem = _read_block(
-            path, block_hash, "a block read a moment before: removed while verify ran"
+        decoded, problem = _decoded(
+            path, block_hash, "a block read a moment before: removed while verify ran", decode_block
         )
-        if problem is None:
-            try:
-                block, _version = decode_block(data)
-            except SerializationError as e:
-                problem = IntegrityProblem(path, f"cannot decode block: {e}")
-        if problem is not None:
+        if decoded is None:
+            assert problem is not None
             return _Chain([problem], walk=walk)
+        block, _version = decoded
         chain.checked += 1
         if not rule_problems:
             try:
