@@ -1,23 +1,31 @@
-"""Manifests in newer ODF forms, rewritten as the ODF 0.35 events they mean exactly, or refused by name.
+"""Manifests of ODF 0.36 to 0.39, rewritten as the ODF 0.35 events they mean exactly, or refused by name.
 
-kamu-contrib's current manifests follow a newer schema than the 0.35 odfproj speaks. Where a newer
-form is only another spelling of a 0.35 event, the document is rewritten to the 0.35 form before
-validation (so validation, hashing and the chain see plain 0.35); where it has no exact 0.35 meaning,
-it is refused with one message naming the construct and the version that introduced it. Never a
-guess: a manifest that upgrades is the one its author meant, to the bit.
+odfproj records ODF 0.35 metadata chains; kamu-contrib and kamu-cli write manifests in the forms of the
+newer versions (the spec's CHANGELOG.md, tag by tag). Where a newer form is only another spelling of a
+0.35 event, the document is rewritten to the 0.35 form before validation, so validation, hashing and
+the chain see plain 0.35; a manifest that upgrades is the one its author meant, to the bit. Where a
+construct has no 0.35 meaning, :func:`refusal_for` (the one decision, given the workspace's
+``odf_version``) refuses it in one line naming the construct, the version that needs it and the
+setting that would accept it.
 
-Rewritten (the newer spellings come from ``opendatafabric.newest.fbs``, the 0.38-era schema):
+Rewritten (spellings of 0.35 events):
 
-- ``read.schema`` as a ``DataSchema`` mapping (``fields: [{name, type}]``) becomes the DDL list of
-  0.35. A field's type is a ``DataType`` (short form ``type: String`` or ``type: {kind: ...}``); a type
-  that is not ``Option`` is required, so it becomes ``NOT NULL``; ``Option`` is a nullable column.
-- ``read.ddlSchema`` (the newer name of the DDL list) becomes ``read.schema``.
+- ``read.schema`` as an ODF ``DataSchema`` (0.38): ``fields: [{name, type}]``, each type a
+  ``DataType`` in its long form (``{kind: Decimal, precision: 18, scale: 4}``) or short form
+  (``String``, 0.38), ``unit``/``timezone`` defaulting to ``Millisecond``/``UTC`` (0.38), becomes the
+  0.35 DDL list: a type that is not ``Option`` is required (``NOT NULL``), ``Option`` is nullable.
+- ``read.ddlSchema`` (0.38, the new name of the 0.35 DDL list) becomes ``read.schema``.
+- short-form unions (0.38): ``eventTime: FromMetadata`` and ``cache: Forever`` become
+  ``{kind: ...}``.
+- ``SetDataSchema.rawArrowSchema`` (0.37, the new name of 0.35's Arrow flatbuffer) becomes ``schema``.
 
-Refused: ``DataType`` kinds DDL cannot state exactly (``Float16``, ``Duration``, ``Null``, fixed-size
-binaries and lists, sorted maps, timestamps in a zone other than UTC, negative decimal scales), a
-field's or schema's ``extra`` attributes, and the merge kinds 0.35 does not have. A fetch step odfproj
-does not run (``EthereumLogs``, ODF 0.36: it needs an Ethereum node) is refused in one line naming the
-dataset, the step, its version and why, so a project that holds one can leave it out by name.
+Refused in a 0.35 workspace (``odf_version: "0.39"`` is what would accept them), and "not supported
+yet" in a 0.39 one until odfproj records 0.39 chains: ``DataType``\\ s DDL cannot state exactly
+(``Float16``, ``Duration``, ``Null``, fixed-size binaries and lists, sorted maps, a time zone other
+than UTC, negative decimal scales), ``extra`` attributes, the merge strategies ``ChangelogStream`` and
+``UpsertStream`` (0.37), ``SetDataSchema`` holding an ODF ``DataSchema`` (0.37) and the resource
+manifests of 0.39 (``$schema: https://opendatafabric.org/schemas/...``). Refused in any workspace: a
+fetch step odfproj does not run (``EthereumLogs``, 0.36: it needs an Ethereum node).
 
 Only the document (plain dicts and lists) is touched: no I/O, paths kept, so positions still point
 into the file the user wrote.
@@ -34,29 +42,50 @@ import pyarrow as pa
 from odfproj.errors import InvalidValueError
 from odfproj.odf.ddl import format_ddl_schema
 
-__all__ = ["NEWER_SCHEMA_VERSION", "Refusal", "upgrade_document"]
+__all__ = [
+    "DEFAULT_ODF_VERSION",
+    "WORKSPACE_ODF_VERSIONS",
+    "Newer",
+    "Refusal",
+    "refusal_for",
+    "upgrade_document",
+]
 
-#: The ODF version whose schema the newer forms come from (kamu-contrib's current manifests).
-NEWER_SCHEMA_VERSION = "ODF 0.38"
+#: The ODF versions a workspace can declare (``odf_version`` in odfproj.yaml), and the default.
+WORKSPACE_ODF_VERSIONS = ("0.35", "0.39")
+DEFAULT_ODF_VERSION = "0.35"
+
+#: The setting that makes a workspace speak the newest ODF, as a refusal names it.
+_NEWEST_SETTING = f'odf_version: "{WORKSPACE_ODF_VERSIONS[-1]}" in odfproj.yaml'
 
 Path = tuple[str | int, ...]
 
-_SOURCE_EVENTS = ("SetPollingSource", "AddPushSource")
+_SOURCE_EVENTS = ("setpollingsource", "addpushsource")
 
-#: Kinds of merge steps newer than 0.35: no 0.35 event means the same.
-_NEWER_KINDS = {
-    "merge": ("ChangelogStream", "UpsertStream"),
-}
+#: Merge strategies of newer versions, by lowercased kind (RFC-013): no 0.35 strategy means the same.
+_NEWER_MERGE = {"changelogstream": "ChangelogStream", "upsertstream": "UpsertStream"}
+_MERGE_VERSION = "0.37"
 
 #: Fetch steps of newer ODF versions that odfproj does not run, with the version that added each and what
 #: it would take: refused by name in one line, whatever the workspace.
 _FOREIGN_FETCH_STEPS = {
-    "EthereumLogs": (
-        "ODF 0.36",
+    "ethereumlogs": (
+        "EthereumLogs",
+        "0.36",
         "it reads event logs from an Ethereum node over JSON-RPC, which kamu-cli's own ingest does; "
         "ingest this dataset with kamu",
     ),
 }
+
+#: Keys of a fetch step that 0.38 lets name a union variant by its kind alone (``cache: Forever``).
+_SHORT_FORM_UNIONS = ("eventTime", "cache")
+
+#: The version whose ``read.schema`` holds an ODF ``DataSchema``: what a type inside it needs.
+_READ_SCHEMA_VERSION = "0.38"
+#: The version whose ``SetDataSchema`` holds an ODF ``DataSchema`` (RFC-016) and extra attributes.
+_DATA_SCHEMA_VERSION = "0.37"
+#: The version of the resource manifests (``$schema``, ``headers``, ``spec``).
+_RESOURCE_VERSION = "0.39"
 
 _TIME_UNITS = {"Second": "s", "Millisecond": "ms", "Microsecond": "us", "Nanosecond": "ns"}
 
@@ -88,62 +117,142 @@ _KINDS = {
 
 
 @dataclass(frozen=True, slots=True)
+class Newer:
+    """A construct of an ODF version after 0.35 that no 0.35 event records, at ``path`` in the document.
+
+    ``what`` names it as a user would look for it (``merge strategy ChangelogStream``); ``version`` is
+    the ODF version that introduced it; ``foreign`` says why odfproj never runs it, if it never does.
+    """
+
+    path: Path
+    what: str
+    version: str
+    foreign: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Refusal:
-    """A newer construct with no exact ODF 0.35 meaning, at ``path`` in the document."""
+    """Why the document cannot be loaded, at ``path`` in it: a newer construct or a malformed newer form."""
 
     path: Path
     message: str
 
 
+def refusal_for(construct: Newer, odf_version: str = DEFAULT_ODF_VERSION) -> str | None:
+    """The one decision on a newer construct in a workspace of ``odf_version``: a refusal, or None.
+
+    A workspace older than the construct names the version it needs and the setting that accepts it; a
+    workspace new enough refuses it as not supported yet, until odfproj records chains of that version
+    (then this is where it returns None). A fetch step odfproj never runs is refused in any workspace.
+    """
+    if construct.foreign:
+        return f"{construct.what} (ODF {construct.version}) is not one odfproj runs: {construct.foreign}"
+    if _version_key(odf_version) < _version_key(construct.version):
+        return f"{construct.what} needs ODF {construct.version} ({_NEWEST_SETTING})"
+    return f"{construct.what} (ODF {construct.version}) is not supported yet by odfproj"
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".") if part.isdigit())
+
+
 class _Refused(Exception):
-    def __init__(self, path: Path, message: str):
-        super().__init__(message)
+    """A newer form that cannot be rewritten: a ``Newer`` construct, or a malformed one (``message``)."""
+
+    def __init__(self, path: Path, message: str = "", construct: Newer | None = None):
+        super().__init__(message or (construct.what if construct else ""))
         self.path = path
         self.message = message
+        self.construct = construct
 
 
-def upgrade_document(document: Any) -> list[Refusal]:
-    """Rewrite the newer forms of a DatasetSnapshot ``document`` in place; return what cannot be."""
+def upgrade_document(document: Any, odf_version: str = DEFAULT_ODF_VERSION) -> list[Refusal]:
+    """Rewrite the newer forms of a DatasetSnapshot ``document`` in place; return what cannot be.
+
+    ``odf_version`` is the workspace's (``odf_version`` in odfproj.yaml): it words the refusals.
+    """
+    prefix = _dataset_prefix(document)
     refusals: list[Refusal] = []
-    for path, event in _events(document):
-        if event.get("kind") not in _SOURCE_EVENTS:
+    for found in _newer_forms(document):
+        if found.construct is None:
+            refusals.append(Refusal(found.path, prefix + found.message))
             continue
-        fetch = event.get("fetch")
-        foreign = _FOREIGN_FETCH_STEPS.get(fetch.get("kind")) if isinstance(fetch, dict) else None
-        if foreign is not None:
-            version, why = foreign
-            refusals.append(
-                Refusal(
-                    (*path, "fetch", "kind"),
-                    f"{_dataset_prefix(document)}the fetch step {fetch['kind']} ({version}) is not one "
-                    f"odfproj runs: {why}",
-                )
-            )
-        for step, kinds in _NEWER_KINDS.items():
-            value = event.get(step)
-            if isinstance(value, dict) and value.get("kind") in kinds:
-                refusals.append(
-                    Refusal(
-                        (*path, step, "kind"),
-                        f"{step} kind {value['kind']} is from a newer ODF than 0.35 "
-                        f"(in the {NEWER_SCHEMA_VERSION} schema); odfproj speaks ODF 0.35, which has no "
-                        "equivalent",
-                    )
-                )
-        read = event.get("read")
-        if isinstance(read, dict):
-            try:
-                _upgrade_read(read, (*path, "read"))
-            except _Refused as e:
-                refusals.append(Refusal(e.path, e.message))
+        message = refusal_for(found.construct, odf_version)
+        if message is not None:
+            refusals.append(Refusal(found.path, prefix + message))
     return refusals
 
 
+def _newer_forms(document: Any) -> Iterator[_Refused]:
+    """Rewrite what has a 0.35 spelling; yield each construct that has none, and each malformed form."""
+    if isinstance(document, dict) and isinstance(document.get("$schema"), str):
+        resource = document["$schema"].rstrip("/").rsplit("/", 1)[-1] or document["$schema"]
+        what = f"the resource manifest form ($schema: ...{resource}, headers, spec)"
+        yield _Refused(("$schema",), construct=Newer(("$schema",), what, _RESOURCE_VERSION))
+        return
+    for path, event in _events(document):
+        kind = str(event.get("kind", "")).lower()
+        try:
+            if kind in _SOURCE_EVENTS:
+                yield from _source_forms(event, path)
+            elif kind == "setdataschema":
+                _upgrade_set_data_schema(event, path)
+            elif kind == "adddata" and event.get("extra"):
+                raise _Refused(
+                    (*path, "extra"),
+                    construct=Newer(
+                        (*path, "extra"), "AddData with an `extra` mapping", _DATA_SCHEMA_VERSION
+                    ),
+                )
+        except _Refused as e:
+            yield e
+
+
+def _source_forms(event: dict[str, Any], path: Path) -> Iterator[_Refused]:
+    fetch = event.get("fetch")
+    if isinstance(fetch, dict):
+        foreign = _FOREIGN_FETCH_STEPS.get(str(fetch.get("kind", "")).lower())
+        if foreign is not None:
+            name, version, why = foreign
+            where = (*path, "fetch", "kind")
+            yield _Refused(where, construct=Newer(where, f"the fetch step {name}", version, why))
+        for key in _SHORT_FORM_UNIONS:
+            if isinstance(fetch.get(key), str):
+                fetch[key] = {"kind": fetch[key]}
+    merge = event.get("merge")
+    newer_merge = _NEWER_MERGE.get(str(merge.get("kind", "")).lower()) if isinstance(merge, dict) else None
+    if newer_merge is not None:
+        where = (*path, "merge", "kind")
+        yield _Refused(where, construct=Newer(where, f"merge strategy {newer_merge}", _MERGE_VERSION))
+    read = event.get("read")
+    if isinstance(read, dict):
+        try:
+            _upgrade_read(read, (*path, "read"))
+        except _Refused as e:
+            yield e
+
+
+def _upgrade_set_data_schema(event: dict[str, Any], path: Path) -> None:
+    if "rawArrowSchema" in event:
+        if "schema" in event:
+            raise _Refused((*path, "rawArrowSchema"), "SetDataSchema has both rawArrowSchema and schema")
+        event["schema"] = event.pop("rawArrowSchema")
+    elif isinstance(event.get("schema"), dict):
+        where = (*path, "schema")
+        what = "SetDataSchema with an ODF DataSchema (schema: {fields: ...})"
+        raise _Refused(where, construct=Newer(where, what, _DATA_SCHEMA_VERSION))
+
+
 def _dataset_prefix(document: Any) -> str:
-    """``"NAME: "`` when the document's ``content.name`` is a string, else nothing."""
-    content = document.get("content") if isinstance(document, dict) else None
-    name = content.get("name") if isinstance(content, dict) else None
-    return f"{name}: " if isinstance(name, str) and name else ""
+    """``"NAME: "`` when the document names its dataset (``content.name``, a resource's ``headers.name``)."""
+    if not isinstance(document, dict):
+        return ""
+    for key in ("content", "headers"):
+        part = document.get(key)
+        name = part.get("name") if isinstance(part, dict) else None
+        if isinstance(name, str) and name:
+            return f"{name}: "
+    return ""
 
 
 def _events(document: Any) -> Iterator[tuple[Path, dict[str, Any]]]:
@@ -166,103 +275,99 @@ def _upgrade_read(read: dict[str, Any], path: Path) -> None:
 
 
 def ddl_of_data_schema(schema: dict[str, Any], path: Path) -> list[str]:
-    """The 0.35 DDL columns of a newer ``DataSchema`` mapping, or ``_Refused`` naming what does not map."""
-    _no_extra(schema, path)
+    """The 0.35 DDL columns of a ``DataSchema`` mapping, or ``_Refused`` naming what does not map."""
+    _no_extra(schema, path, "read.schema")
     unknown = sorted(set(schema) - {"fields", "extra"})
     if unknown:
         raise _Refused((*path, unknown[0]), f"read.schema has an unknown key {unknown[0]!r}")
     fields = schema.get("fields")
     if not isinstance(fields, list):
-        raise _Refused(path, "read.schema as a mapping must have a `fields` list (ODF 0.38 DataSchema)")
-    arrow = pa.schema(_fields(fields, (*path, "fields")))
+        raise _Refused(path, "read.schema as a mapping must have a `fields` list (an ODF 0.38 DataSchema)")
+    arrow = pa.schema(_fields(fields, (*path, "fields"), "read.schema"))
     try:
         return format_ddl_schema(arrow)
     except InvalidValueError as e:  # pragma: no cover - every type built here has a DDL spelling
         raise _Refused(path, str(e)) from None
 
 
-def _fields(fields: list[Any], path: Path) -> list[pa.Field]:
+def _fields(fields: list[Any], path: Path, owner: str) -> list[pa.Field]:
     out = []
     for index, field in enumerate(fields):
         where = (*path, index)
         if not isinstance(field, dict) or not isinstance(field.get("name"), str) or "type" not in field:
-            raise _Refused(where, "a schema field needs a `name` and a `type`")
-        _no_extra(field, where)
-        data_type, nullable = _data_type(field["type"], (*where, "type"))
+            raise _Refused(where, f"{owner}: a field needs a `name` and a `type`")
+        label = f"{owner} field {field['name']!r}"
+        _no_extra(field, where, label)
+        data_type, nullable = _data_type(field["type"], (*where, "type"), label)
         out.append(pa.field(field["name"], data_type, nullable=nullable))
     return out
 
 
-def _no_extra(node: dict[str, Any], path: Path) -> None:
+def _no_extra(node: dict[str, Any], path: Path, label: str) -> None:
     if node.get("extra"):
-        raise _Refused(
-            (*path, "extra"),
-            f"extra attributes are {NEWER_SCHEMA_VERSION}; ODF 0.35 schemas have no place for them",
-        )
+        where = (*path, "extra")
+        raise _Refused(where, construct=Newer(where, f"{label}: an `extra` mapping", _READ_SCHEMA_VERSION))
 
 
-def _data_type(node: Any, path: Path) -> tuple[pa.DataType, bool]:
+def _newer_type(path: Path, label: str, what: str) -> _Refused:
+    return _Refused(path, construct=Newer(path, f"{label}: {what}", _READ_SCHEMA_VERSION))
+
+
+def _data_type(node: Any, path: Path, label: str) -> tuple[pa.DataType, bool]:
     """The Arrow type of a ``DataType`` and whether it is nullable (only ``Option`` is)."""
     if isinstance(node, str):
         node = {"kind": node}
     if not isinstance(node, dict) or not isinstance(node.get("kind"), str):
-        raise _Refused(path, "a field type must be a type name or a mapping with a `kind`")
+        raise _Refused(path, f"{label}: a type must be a type name or a mapping with a `kind`")
     kind = _KINDS.get(node["kind"].lower(), node["kind"])  # kinds match case-insensitively (RFC-013)
     if kind == "Option":
-        inner, _ = _data_type(node.get("inner"), (*path, "inner"))
+        inner, _ = _data_type(node.get("inner"), (*path, "inner"), label)
         return inner, True
-    return _required_type(kind, node, path), False
+    return _required_type(kind, node, path, label), False
 
 
-def _required_type(kind: str, node: dict[str, Any], path: Path) -> pa.DataType:
+def _required_type(kind: str, node: dict[str, Any], path: Path, label: str) -> pa.DataType:
     if kind in _SCALARS:
         return _SCALARS[kind]
     if kind == "Binary":
         if node.get("fixedLength") is not None:
-            raise _Refused(path, _no_ddl("a fixed-size Binary"))
+            raise _newer_type(path, label, "a fixed-size Binary")
         return pa.binary()
     if kind == "Decimal":
         precision, scale = node.get("precision"), node.get("scale")
         if not isinstance(precision, int) or not isinstance(scale, int):
-            raise _Refused(path, "a Decimal type needs an integer `precision` and `scale`")
+            raise _Refused(path, f"{label}: a Decimal type needs an integer `precision` and `scale`")
         if scale < 0:
-            raise _Refused(path, _no_ddl("a Decimal with a negative scale"))
+            raise _newer_type(path, label, "a Decimal with a negative scale")
         return pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
     if kind in ("Timestamp", "Time"):
         unit = _TIME_UNITS.get(node.get("unit") or "Millisecond")
         if unit is None:
-            raise _Refused((*path, "unit"), f"unknown time unit {node.get('unit')!r}")
+            raise _Refused((*path, "unit"), f"{label}: unknown time unit {node.get('unit')!r}")
         if kind == "Time":
             return pa.time32(unit) if unit in ("s", "ms") else pa.time64(unit)
         zone = node.get("timezone") or "UTC"
         if zone not in ("UTC", "+00:00"):
-            raise _Refused(
-                (*path, "timezone"), _no_ddl(f"a Timestamp in time zone {zone!r} (0.35: UTC only)")
+            raise _newer_type(
+                (*path, "timezone"), label, f"a Timestamp in time zone {zone!r} (0.35: UTC only)"
             )
         return pa.timestamp(unit, tz="UTC")
     if kind == "List":
         if node.get("fixedLength") is not None:
-            raise _Refused(path, _no_ddl("a fixed-size List"))
-        item, nullable = _data_type(node.get("itemType"), (*path, "itemType"))
+            raise _newer_type(path, label, "a fixed-size List")
+        item, nullable = _data_type(node.get("itemType"), (*path, "itemType"), label)
         return pa.list_(pa.field("item", item, nullable=nullable))
     if kind == "Struct":
         fields = node.get("fields")
         if not isinstance(fields, list):
-            raise _Refused(path, "a Struct type needs a `fields` list")
-        return pa.struct(_fields(fields, (*path, "fields")))
+            raise _Refused(path, f"{label}: a Struct type needs a `fields` list")
+        return pa.struct(_fields(fields, (*path, "fields"), label))
     if kind == "Map":
         if node.get("keysSorted"):
-            raise _Refused(path, _no_ddl("a Map with sorted keys"))
-        key, _ = _data_type(node.get("keyType"), (*path, "keyType"))
-        value, nullable = _data_type(node.get("valueType"), (*path, "valueType"))
+            raise _newer_type(path, label, "a Map with sorted keys")
+        key, _ = _data_type(node.get("keyType"), (*path, "keyType"), label)
+        value, nullable = _data_type(node.get("valueType"), (*path, "valueType"), label)
         return pa.map_(pa.field("key", key, nullable=False), pa.field("value", value, nullable=nullable))
     if kind in ("Float16", "Duration", "Null"):
-        raise _Refused(path, _no_ddl(f"the {kind} type"))
-    raise _Refused(path, f"unknown data type kind {kind!r}")
-
-
-def _no_ddl(what: str) -> str:
-    return (
-        f"{what} is an {NEWER_SCHEMA_VERSION} schema type that ODF 0.35 DDL cannot state exactly; "
-        "declare the schema as an ODF 0.35 DDL list"
-    )
+        raise _newer_type(path, label, f"type {kind}")
+    raise _Refused(path, f"{label}: unknown data type kind {kind!r}")

@@ -31,7 +31,7 @@ from odfproj.odf.ddl import parse_ddl_schema
 from odfproj.odf.identity import DatasetId
 from odfproj.odf.refs import DatasetAlias, parse_dataset_ref
 from odfproj.odf.timestamps import parse_rfc3339
-from odfproj.odf.upgrade import upgrade_document
+from odfproj.odf.upgrade import DEFAULT_ODF_VERSION, upgrade_document
 from odfproj.odf.yaml_source import LoadResult, Path, Problem, SourceMap, load_yaml_document
 
 __all__ = [
@@ -461,11 +461,18 @@ def _sorted_unique(problems: Sequence[Problem]) -> tuple[Problem, ...]:
     return tuple(sorted(set(problems), key=lambda p: (p.line, p.col, p.message)))
 
 
-def check_manifest(data: bytes, filename: str, expected_kind: str = "DatasetSnapshot") -> LoadResult:
+def check_manifest(
+    data: bytes,
+    filename: str,
+    expected_kind: str = "DatasetSnapshot",
+    *,
+    odf_version: str = DEFAULT_ODF_VERSION,
+) -> LoadResult:
     """Load and validate a manifest; the result carries the data, its source map and ALL problems.
 
     For callers that need the loaded document too (``validate_manifest`` only returns problems).
     ``expected_kind`` must be one of ``SCHEMA_FILES``; anything else is a programming error.
+    ``odf_version`` is the workspace's (odfproj.yaml): it words the refusal of a newer construct.
     """
     load_schema(expected_kind)  # fail fast on an unknown kind, whatever the file holds
     loaded = load_yaml_document(data, filename)
@@ -474,7 +481,7 @@ def check_manifest(data: bytes, filename: str, expected_kind: str = "DatasetSnap
     findings = _envelope_findings(loaded.document, expected_kind)
     if not findings and expected_kind == "DatasetSnapshot":
         # Newer ODF forms become the 0.35 events they mean before anything looks at them.
-        findings = [_Finding(r.path, r.message) for r in upgrade_document(loaded.document)]
+        findings = [_Finding(r.path, r.message) for r in upgrade_document(loaded.document, odf_version)]
     if not findings:
         findings = [
             *_schema_findings(loaded.document, expected_kind),

@@ -18,12 +18,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from odfproj.errors import InvalidValueError, ManifestError
 from odfproj.odf.model import DatasetSnapshot
 from odfproj.odf.refs import DatasetAlias
+from odfproj.odf.upgrade import DEFAULT_ODF_VERSION
 from odfproj.odf.validation import check_manifest
 from odfproj.odf.yaml_codec import manifest_from_data
 from odfproj.odf.yaml_source import Path as DocPath
@@ -155,7 +157,9 @@ def load_manifests(
             jobs.append((path, rel_path))
         else:
             refused.append(LoadedManifest(path, rel_path, "", None, (Problem(rel_path, 1, 1, refusal),)))
-    loaded = tuple(sorted([*_load_all(jobs, renderer), *refused], key=lambda m: m.rel_path))
+    # The workspace's ODF version words the refusal of a newer construct (odfproj.odf.upgrade).
+    odf_version = getattr(config, "odf_version", DEFAULT_ODF_VERSION)
+    loaded = tuple(sorted([*_load_all(jobs, renderer, odf_version), *refused], key=lambda m: m.rel_path))
     problems = [*renderer.problems]
     for manifest in loaded:
         problems.extend(manifest.problems)
@@ -176,7 +180,7 @@ PARALLEL_MIN_MANIFESTS = 200
 _WORKER_RENDERER: Renderer | None = None
 
 
-def _load_all(jobs: Sequence[tuple[Path, str]], renderer: Renderer) -> list[LoadedManifest]:
+def _load_all(jobs: Sequence[tuple[Path, str]], renderer: Renderer, odf_version: str) -> list[LoadedManifest]:
     """Load every manifest; large projects on several cores are split over forked workers.
 
     Rendering, YAML and JSON Schema validation are pure Python and hold the GIL, so threads would
@@ -190,25 +194,27 @@ def _load_all(jobs: Sequence[tuple[Path, str]], renderer: Renderer) -> list[Load
         or threading.active_count() > 1  # forking a threaded process (a warm JVM in watch) can deadlock
     )
     if serial:
-        return [load_manifest(path, rel, renderer) for path, rel in jobs]
+        return [load_manifest(path, rel, renderer, odf_version) for path, rel in jobs]
     global _WORKER_RENDERER
     _WORKER_RENDERER = renderer
     try:
         chunk = -(-len(jobs) // (workers * 4))
         with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
-            return list(pool.map(_load_in_worker, jobs, chunksize=chunk))
+            return list(pool.map(partial(_load_in_worker, odf_version=odf_version), jobs, chunksize=chunk))
     except (OSError, BrokenProcessPool):  # no fork allowed here (sandbox, limits): do it serially
-        return [load_manifest(path, rel, renderer) for path, rel in jobs]
+        return [load_manifest(path, rel, renderer, odf_version) for path, rel in jobs]
     finally:
         _WORKER_RENDERER = None
 
 
-def _load_in_worker(job: tuple[Path, str]) -> LoadedManifest:
+def _load_in_worker(job: tuple[Path, str], odf_version: str) -> LoadedManifest:
     assert _WORKER_RENDERER is not None
-    return load_manifest(job[0], job[1], _WORKER_RENDERER)
+    return load_manifest(job[0], job[1], _WORKER_RENDERER, odf_version)
 
 
-def load_manifest(path: Path, rel_path: str, renderer: Renderer) -> LoadedManifest:
+def load_manifest(
+    path: Path, rel_path: str, renderer: Renderer, odf_version: str = DEFAULT_ODF_VERSION
+) -> LoadedManifest:
     """Read, render, validate and parse one file; never raises for what is in the file."""
     try:
         data = path.read_bytes()
@@ -220,11 +226,16 @@ def load_manifest(path: Path, rel_path: str, renderer: Renderer) -> LoadedManife
     except UnicodeDecodeError:
         # Validation reports the exact byte; rendering is pointless.
         return LoadedManifest(path, rel_path, "", None, tuple(check_manifest(data, rel_path).problems))
-    return build_manifest(path, rel_path, source, renderer)
+    return build_manifest(path, rel_path, source, renderer, odf_version)
 
 
-def build_manifest(path: Path, rel_path: str, source: str, renderer: Renderer) -> LoadedManifest:
-    """Render, validate and parse manifest text that was read from ``path`` (or from git)."""
+def build_manifest(
+    path: Path, rel_path: str, source: str, renderer: Renderer, odf_version: str = DEFAULT_ODF_VERSION
+) -> LoadedManifest:
+    """Render, validate and parse manifest text that was read from ``path`` (or from git).
+
+    ``odf_version`` is the workspace's: it words the refusal of a construct of a newer ODF.
+    """
     rendered = renderer.render(source, rel_path)
     if rendered.text is None:
         # Best effort: keep the dataset's name when the template happens to be YAML, so that
@@ -242,7 +253,7 @@ def build_manifest(path: Path, rel_path: str, source: str, renderer: Renderer) -
             source_text=source,
         )
     text = rendered.text
-    checked = check_manifest(text.encode("utf-8"), rel_path)
+    checked = check_manifest(text.encode("utf-8"), rel_path, odf_version=odf_version)
     problems = list(checked.problems)
     snapshot = None
     if not any(p.severity == "error" for p in problems):

@@ -94,22 +94,27 @@ def test_ddl_schema_is_the_newer_name_of_the_ddl_list():
             ),
             None,
             35,
-            "Timestamp in time zone 'Europe/Paris' (0.35: UTC only) is an ODF 0.38 schema type",
+            "field 'at': a Timestamp in time zone 'Europe/Paris' (0.35: UTC only) needs ODF 0.38",
         ),
-        (NEWER.replace("type: String\n", "type: Float16\n", 1), None, 16, "the Float16 type is an ODF 0.38"),
+        (
+            NEWER.replace("type: String\n", "type: Float16\n", 1),
+            None,
+            16,
+            "field 'pool': type Float16 needs ODF 0.38",
+        ),
         (
             NEWER.replace(
                 "            - name: pool\n", "            - name: pool\n              extra: {a/b: 1}\n"
             ),
             None,
             16,
-            "extra attributes are ODF 0.38",
+            "field 'pool': an `extra` mapping needs ODF 0.38",
         ),
         (
             NEWER,
             "      merge:\n        kind: UpsertStream\n        primaryKey: [pool]\n",
             None,
-            "merge kind UpsertStream",
+            "merge strategy UpsertStream needs ODF 0.37",
         ),
         (
             OLDER.replace("        schema:\n", "        ddlSchema: [a INT]\n        schema:\n"),
@@ -126,8 +131,8 @@ def test_what_has_no_exact_035_meaning_is_refused_by_name(read, merge, line, mes
     assert message in problems[0].message and problems[0].file == "m.yaml"
     if line is not None:
         assert problems[0].line == line
-    if "kind" in message:
-        assert "ODF 0.35" in problems[0].message and "0.38" in problems[0].message
+    if "needs ODF" in message:
+        assert problems[0].message.endswith('(odf_version: "0.39" in odfproj.yaml)')
 
 
 def test_plain_035_manifests_are_untouched():
