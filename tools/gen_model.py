@@ -5,6 +5,16 @@ The .fbs gives the types, field order, field ids, scalar widths and defaults (ev
 layout depends on); the JSON schemas give what the .fbs cannot say: which ``[ubyte]`` is a multihash,
 a dataset id or opaque bytes, which fields are required, and the descriptions that become docstrings.
 
+One model serves every ODF version from 0.35 to 0.39: the types come from the newest schema
+(``spec/odf-0.39``), restricted to every 0.35 type and what those reach, and the generator proves
+that it is a superset of 0.35 (``spec/odf-0.35``) in the binary form: every 0.35 table is a prefix of
+its newer self (same field ids and wire types), every 0.35 union and enum a prefix of its newer self.
+A 0.35 object therefore encodes to the same bytes as before, and a newer block decodes into the same
+classes. Two fields kept their slot but changed name in 0.38 (``ddlSchema`` of the read steps,
+``rawArrowSchema`` of ``SetDataSchema``, both ``schema`` in 0.35): the model keeps the 0.35 names, and
+the newer ``schema`` fields that took those names are named after their type (``data_schema``). A
+field is required only when every version requires it.
+
 Usage: ``python tools/gen_model.py [--check]`` (``--check`` exits 1 when the committed file is stale).
 """
 
@@ -18,7 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SPEC = REPO / "spec" / "odf-0.35"
+SPEC = REPO / "spec" / "odf-0.39"
+LEGACY_SPEC = REPO / "spec" / "odf-0.35"
+#: The JSON schema folders of the newest spec that describe the types the model holds.
+SCHEMA_DIRS = ("data", "dataset", "engine", "legacy", "source")
 OUT = REPO / "odfproj" / "odf" / "model.py"
 
 SCALARS = {
@@ -80,14 +93,32 @@ class FbsDecl:
 
 
 def parse_fbs(text: str) -> dict[str, FbsDecl]:
-    """A parser for the subset of the FlatBuffers IDL that opendatafabric.fbs uses."""
+    """A strict parser for the subset of the FlatBuffers IDL that opendatafabric.fbs uses.
+
+    A declaration line it does not understand stops the generator: a silently skipped field would
+    shift every later field id.
+    """
     text = re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r'attribute\s+"[^"]*"\s*;', "", text)
     decls: dict[str, FbsDecl] = {}
     for m in re.finditer(r"(table|struct|union|enum)\s+(\w+)\s*(?::\s*(\w+))?\s*\{(.*?)\}", text, re.S):
         kind, name, base, body = m.group(1), m.group(2), m.group(3), m.group(4)
         decl = FbsDecl(kind, name, base=base)
         if kind in ("table", "struct"):
-            for fm in re.finditer(r"(\w+)\s*:\s*(\[?)\s*(\w+)\s*\]?\s*(?:=\s*([\w.\-]+))?\s*;", body):
+            for stmt in (x.strip() for x in body.split(";")):
+                if not stmt:
+                    continue
+                fm = re.fullmatch(
+                    r"(\w+)\s*:\s*(\[?)\s*(\w+)\s*\]?\s*(?:=\s*([\w.\-]+))?\s*(?:\((.*)\))?", stmt, re.S
+                )
+                if fm is None:
+                    raise SystemExit(f"{name}: cannot parse field {stmt!r}")
+                attrs = dict(
+                    (a.split(":")[0].strip(), a.partition(":")[2].strip())
+                    for a in (fm.group(5) or "").split(",")
+                )
+                if "id" in attrs and int(attrs["id"]) != len(decl.fields):
+                    raise SystemExit(f"{name}.{fm.group(1)}: explicit ids out of declaration order")
                 decl.fields.append(FbsField(fm.group(1), fm.group(3), bool(fm.group(2)), fm.group(4)))
         else:
             decl.members = [x.strip() for x in body.split(",") if x.strip()]
@@ -95,11 +126,19 @@ def parse_fbs(text: str) -> dict[str, FbsDecl]:
     return decls
 
 
-def load_json_schemas() -> dict[str, dict]:
-    schemas = {}
-    for path in sorted((SPEC / "schemas").rglob("*.json")):
+def load_json_schemas(spec: Path, dirs: tuple[str, ...] | None = None) -> dict[str, dict]:
+    schemas: dict[str, dict] = {}
+    for path in sorted((spec / "schemas").rglob("*.json")):
+        if dirs is not None and path.relative_to(spec / "schemas").parts[0] not in dirs:
+            continue
+        if path.stem in schemas:
+            raise SystemExit(f"two JSON schemas named {path.stem}")
         schemas[path.stem] = json.loads(path.read_text())
     return schemas
+
+
+def snake(camel_name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", camel_name).lower()
 
 
 def camel(snake: str) -> str:
@@ -113,22 +152,76 @@ def union_tag(union: str, variant: str) -> str:
 
 class Generator:
     def __init__(self) -> None:
-        self.decls = parse_fbs((SPEC / "opendatafabric.fbs").read_text())
-        self.json = load_json_schemas()
+        newest = parse_fbs((SPEC / "opendatafabric.fbs").read_text())
+        self.legacy = parse_fbs((LEGACY_SPEC / "opendatafabric.fbs").read_text())
+        self.decls = self.reachable(newest, roots=self.legacy)
+        self.json = load_json_schemas(SPEC, SCHEMA_DIRS)
+        self.legacy_json = load_json_schemas(LEGACY_SPEC)
         self.unions = {n: d for n, d in self.decls.items() if d.kind == "union"}
         self.variant_of: dict[str, tuple[str, str]] = {}
         for u in self.unions.values():
             for v in u.members:
                 self.variant_of[v] = (u.name, union_tag(u.name, v))
+        self.renames = self.check_superset()
+
+    @staticmethod
+    def reachable(decls: dict[str, FbsDecl], roots: dict[str, FbsDecl]) -> dict[str, FbsDecl]:
+        """The newest declarations of every 0.35 type and of everything they refer to, in .fbs order."""
+        seen: set[str] = set()
+        todo = [name for name in roots if name in decls]
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            decl = decls[name]
+            todo += [f.type for f in decl.fields if f.type in decls]
+            todo += [m for m in decl.members if m in decls]
+        return {name: decl for name, decl in decls.items() if name in seen}
+
+    def check_superset(self) -> dict[tuple[str, str], str]:
+        """Prove the newest schema writes every 0.35 object as 0.35 did; the field renames it implies.
+
+        A 0.35 field whose slot the newer schema renamed keeps its 0.35 name; a newer field that took
+        that name is named after its type.
+        """
+        renames: dict[tuple[str, str], str] = {}
+        for name, old in self.legacy.items():
+            new = self.decls.get(name)
+            if new is None or new.kind != old.kind:
+                raise SystemExit(f"{name}: a 0.35 {old.kind} missing from the newest schema")
+            if old.kind == "enum" and (
+                old.base != new.base or new.members[: len(old.members)] != old.members
+            ):
+                raise SystemExit(f"enum {name} is not a superset of its 0.35 form")
+            if old.kind == "union" and new.members[: len(old.members)] != old.members:
+                raise SystemExit(f"union {name} is not a superset of its 0.35 form")
+            if old.kind not in ("table", "struct"):
+                continue
+            if old.kind == "struct" and len(new.fields) != len(old.fields):
+                raise SystemExit(f"struct {name} changed size")
+            for was, now in zip(old.fields, new.fields[: len(old.fields)], strict=False):
+                if (was.type, was.vector, was.default) != (now.type, now.vector, now.default):
+                    raise SystemExit(f"{name}.{now.name}: wire type changed since 0.35 ({was.name})")
+                if was.name != now.name:
+                    renames[(name, now.name)] = was.name
+            if len(new.fields) < len(old.fields):
+                raise SystemExit(f"{name}: fields removed since 0.35")
+            kept = {was.name for was in old.fields}
+            for now in new.fields[len(old.fields) :]:
+                if now.name in kept:
+                    renames[(name, now.name)] = snake(now.type)
+        return renames
 
     # -- JSON schema lookups ------------------------------------------------------------------
-    def json_for(self, table: str) -> dict | None:
+    def json_for(self, table: str, schemas: dict[str, dict] | None = None) -> dict | None:
+        schemas = self.json if schemas is None else schemas
         if table in self.variant_of:
             union, tag = self.variant_of[table]
             if union == "MetadataEvent":
-                return self.json.get(table)
-            return self.json.get(union, {}).get("$defs", {}).get(tag)
-        return self.json.get(table)
+                return schemas.get(table)
+            return schemas.get(union, {}).get("$defs", {}).get(tag)
+        return schemas.get(table)
 
     def wrapper_union(self, table: str) -> str | None:
         decl = self.decls.get(table)
@@ -148,19 +241,27 @@ class Generator:
         schema = self.json_for(table) or {}
         props = schema.get("properties", {})
         required = set(schema.get("required", []))
+        legacy_decl = self.legacy.get(table)
+        legacy_fields = {f.name for f in legacy_decl.fields} if legacy_decl else set()
+        legacy_required = set((self.json_for(table, self.legacy_json) or {}).get("required", []))
         specs: list[dict] = []
         slot = 0
         for f in decl.fields:
-            yaml_name = camel(f.name)
-            prop = props.get(yaml_name, {})
-            if props and yaml_name not in props:
-                raise SystemExit(f"{table}.{f.name}: no property {yaml_name!r} in the JSON schema")
+            json_name = camel(f.name)
+            name = self.renames.get((table, f.name), f.name)
+            prop = props.get(json_name, {})
+            if props and json_name not in props:
+                raise SystemExit(f"{table}.{f.name}: no property {json_name!r} in the JSON schema")
             fmt = prop.get("format") or prop.get("items", {}).get("format")
+            is_required = json_name in required and (
+                name not in legacy_fields or camel(name) in legacy_required
+            )
             spec: dict = {
-                "name": f.name,
-                "yaml": yaml_name,
+                "name": name,
+                "yaml": camel(name),
+                "json_name": json_name,
                 "vector": f.vector,
-                "required": yaml_name in required,
+                "required": is_required,
             }
             t = SCALAR_ALIASES.get(f.type, f.type)
             target = self.decls.get(f.type)
@@ -181,6 +282,7 @@ class Generator:
             elif target and target.kind == "enum":
                 spec["kind"] = "enum"
                 spec["ref"] = f.type
+
                 if f.default == "null":
                     spec["optional_scalar"] = True
                 else:
@@ -224,9 +326,14 @@ class Generator:
     def render(self) -> str:
         out: list[str] = []
         w = out.append
-        w('"""The ODF 0.35 metadata model: every table, union and enum of opendatafabric.fbs.')
+        w('"""The ODF metadata model of versions 0.35 to 0.39: every 0.35 type in its newest form.')
         w("")
-        w("GENERATED by tools/gen_model.py from spec/odf-0.35 -- do not edit; regenerate instead.")
+        w(
+            "A superset of 0.35 in the binary form (see tools/gen_model.py): 0.35 objects encode as 0.35 wrote them."
+        )
+        w(
+            "GENERATED by tools/gen_model.py from spec/odf-0.39 and spec/odf-0.35 -- do not edit; regenerate instead."
+        )
         w('"""')
         w("")
         w("from __future__ import annotations")
@@ -312,6 +419,10 @@ class Generator:
         enums = [d.name for d in self.decls.values() if d.kind == "enum"]
         w("ENUMS: dict[str, type[enum.IntEnum]] = {" + ", ".join(f"{e!r}: {e}" for e in enums) + "}")
         w("")
+        w("#: The scalar kind each enum is written as.")
+        kinds = {e: SCALAR_ALIASES.get(self.decls[e].base or "int32", self.decls[e].base) for e in enums}
+        w("ENUM_KINDS: dict[str, str] = {" + ", ".join(f"{e!r}: {k!r}" for e, k in kinds.items()) + "}")
+        w("")
         w("CLASSES: dict[str, type] = {")
         for name in [*emitted_tables, "DatasetSnapshot"]:
             w(f"    {name!r}: {name},")
@@ -329,7 +440,12 @@ class Generator:
         w("")
         w("@dataclass(frozen=True, slots=True, kw_only=True)")
         w(f"class {name}:")
-        desc = (schema.get("description") or name).strip().replace('"""', "'''").replace("\n", "\n    ")
+        desc = (schema.get("description") or name).strip().replace('"""', "'''")
+        desc = (
+            "\n".join(line.rstrip() for line in desc.split("\n"))
+            .replace("\n", "\n    ")
+            .replace("\n    \n", "\n\n")
+        )
         variant = self.variant_of.get(name)
         if variant:
             desc += f"\n\n    Variant ``{variant[1]}`` of union ``{variant[0]}``."
@@ -339,11 +455,11 @@ class Generator:
             w("")
             w("    pass")
         for s in sorted(specs, key=lambda s: not s["required"]):
-            pdesc = props.get(s["yaml"], {}).get("description")
+            pdesc = props.get(s.get("json_name", s["yaml"]), {}).get("description")
             w("")
             if pdesc:
                 for line in pdesc.strip().splitlines():
-                    w(f"    #: {line.strip()}")
+                    w(f"    #: {line.strip()}".rstrip())
             default = "" if s["required"] else " = None"
             w(f"    {s['name']}: {self.py_type(s)}{default}")
         w("")

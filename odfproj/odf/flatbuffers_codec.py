@@ -90,7 +90,7 @@ class _Encoder:
         return b.EndObject()
 
     def _scalar_slot(self, f: FieldSpec, value: Any) -> None:
-        kind = "int32" if f.kind == "enum" else f.kind
+        kind = model.ENUM_KINDS[f.ref] if f.kind == "enum" else f.kind
         flags = _FLAGS[kind]
         value = bool(value) if kind == "bool" else int(value)
         if f.optional_scalar:
@@ -267,7 +267,7 @@ def _decode(spec: TableSpec, buf: bytearray, pos: int) -> Any:
     for f in spec.fields:
         o = tab.Offset(4 + 2 * f.slot)
         if f.kind in SCALAR_WIDTH or f.kind == "enum":
-            flags = _FLAGS["int32" if f.kind == "enum" else f.kind]
+            flags = _FLAGS[model.ENUM_KINDS[f.ref] if f.kind == "enum" else f.kind]
             if o:
                 value = tab.Get(flags, o + tab.Pos)
             elif f.optional_scalar:
