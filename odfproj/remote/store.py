@@ -8,6 +8,10 @@ never interleave.
 
 S3 goes through boto3: it reads credentials, region, endpoint and profiles from the standard AWS
 variables and config files, and exposes S3's conditional writes (``If-Match`` / ``If-None-Match``).
+
+Data files and checkpoints can be gigabytes, so they move as streams (:meth:`ObjectStore.open_chunks`,
+:meth:`ObjectStore.put_file`): no object odfproj copies is ever held whole in memory, and S3 uploads
+go in parts above :data:`MULTIPART_THRESHOLD`. Blocks, heads and locks are small and use ``get``/``put``.
 """
 
 from __future__ import annotations
@@ -19,13 +23,22 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 from urllib.parse import unquote, urlparse
 
 from odfproj.remote.errors import ReadOnlyRemoteError, RemoteError
-from odfproj.storage.fsutil import fsync_dir, new_txid, write_durable
+from odfproj.storage.fsutil import copy_durable, fsync_dir, new_txid, write_durable
 
 T = TypeVar("T")
+
+#: Objects at least this big go to S3 as a multipart upload, in parts of :data:`MULTIPART_PART_SIZE`
+#: (S3 allows 5 MiB to 5 GiB a part and 10,000 parts: 160 GiB an object at this size), at most
+#: :data:`MULTIPART_THREADS` at a time, so an upload's memory is bounded whatever the object's size.
+MULTIPART_THRESHOLD = 32 * 1024 * 1024
+MULTIPART_PART_SIZE = 16 * 1024 * 1024
+MULTIPART_THREADS = 4
+#: The piece a stream is read in: big enough that per-call overhead vanishes, small enough to not matter.
+CHUNK_SIZE = 1024 * 1024
 
 
 class ObjectStore(ABC):
@@ -56,6 +69,18 @@ class ObjectStore(ABC):
 
         Returns ``False`` when someone else wrote or created it meanwhile.
         """
+
+    @abstractmethod
+    def open_chunks(self, key: str) -> Iterator[bytes] | None:
+        """The object's bytes as a stream of pieces, or ``None`` if there is none.
+
+        Missing is told before the first piece, so a caller can say "missing" rather than "empty";
+        the stream holds a connection or a file open until it is exhausted or closed.
+        """
+
+    @abstractmethod
+    def put_file(self, key: str, path: Path) -> None:
+        """Write the object from a local file, streaming; readers see the old, the new or none, never a part."""
 
     @abstractmethod
     def delete(self, key: str) -> None: ...
@@ -113,6 +138,30 @@ class FolderStore(ObjectStore):
         except OSError as e:
             raise RemoteError(f"{self.url}: cannot write {key}: {e.strerror}") from None
 
+    def open_chunks(self, key: str) -> Iterator[bytes] | None:
+        try:
+            file = self._path(key).open("rb")
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as e:
+            raise RemoteError(f"{self.url}: cannot read {key}: {e.strerror}") from None
+        return _file_chunks(file)
+
+    def put_file(self, key: str, path: Path) -> None:
+        target = self._path(key)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.tmp-{new_txid()}")
+            try:
+                copy_durable(path, tmp)
+                os.replace(tmp, target)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+            fsync_dir(target.parent)
+        except OSError as e:
+            raise RemoteError(f"{self.url}: cannot write {key}: {e.strerror}") from None
+
     def put_if(self, key: str, data: bytes, *, version: str | None) -> bool:
         path = self._path(key)
         try:
@@ -141,6 +190,12 @@ class FolderStore(ObjectStore):
 
     def child(self, sub: str) -> FolderStore:
         return FolderStore(self.root / sub, f"{self.url.rstrip('/')}/{sub}")
+
+
+def _file_chunks(file: BinaryIO) -> Iterator[bytes]:
+    with file:
+        while piece := file.read(CHUNK_SIZE):
+            yield piece
 
 
 @contextmanager
@@ -220,10 +275,52 @@ class S3Store(ObjectStore):
 
         return self._call(f"looking up {key}", call)
 
+    def open_chunks(self, key: str) -> Iterator[bytes] | None:
+        from botocore.exceptions import ClientError
+
+        def call() -> Any:
+            try:
+                return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"]
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                    return None
+                raise
+
+        body = self._call(f"reading {key}", call)
+        return None if body is None else self._body_chunks(key, body)
+
+    def _body_chunks(self, key: str, body: Any) -> Iterator[bytes]:
+        """A response body's pieces; a connection lost midway is one line naming the object, not a traceback."""
+        from botocore.exceptions import BotoCoreError
+
+        try:
+            yield from body.iter_chunks(CHUNK_SIZE)
+        except (BotoCoreError, OSError) as e:
+            raise RemoteError(f"{self.url}: reading {key} failed midway: {e}") from None
+        finally:
+            body.close()
+
     def put(self, key: str, data: bytes) -> None:
         self._call(
             f"writing {key}",
             lambda: self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data),
+        )
+
+    def put_file(self, key: str, path: Path) -> None:
+        """boto3's managed upload: one PUT below the threshold, a multipart upload above it.
+
+        A multipart upload becomes visible only when it completes, so readers never see a part; one
+        interrupted midway leaves parts that S3 bills until a bucket lifecycle rule (or the next
+        upload of the same key) clears them, which docs/guide/remote.md says.
+        """
+        from boto3.s3.transfer import TransferConfig
+
+        config = TransferConfig(
+            multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=MULTIPART_THRESHOLD
+        )
+        self._call(
+            f"writing {key}",
+            lambda: self.client.upload_file(str(path), self.bucket, self._key(key), Config=config),
         )
 
     def put_if(self, key: str, data: bytes, *, version: str | None) -> bool:
@@ -293,6 +390,38 @@ class HttpStore(ObjectStore):
 
     def exists(self, key: str) -> bool:
         return self.get(key) is not None
+
+    def open_chunks(self, key: str) -> Iterator[bytes] | None:
+        import httpx
+
+        url = f"{self.url}/{key}"
+        client = httpx.Client(follow_redirects=True, timeout=60)
+        try:
+            response = client.send(client.build_request("GET", url), stream=True)
+        except httpx.HTTPError as e:
+            client.close()
+            raise RemoteError(f"{self.url}: reading {key} failed: {e}") from None
+        if response.status_code != 200:
+            response.close()
+            client.close()
+            if response.status_code == 404:
+                return None
+            raise RemoteError(f"{self.url}: reading {key} failed: HTTP {response.status_code}")
+        return self._response_chunks(key, client, response)
+
+    def _response_chunks(self, key: str, client: Any, response: Any) -> Iterator[bytes]:
+        import httpx
+
+        try:
+            yield from response.iter_bytes(CHUNK_SIZE)
+        except httpx.HTTPError as e:
+            raise RemoteError(f"{self.url}: reading {key} failed midway: {e}") from None
+        finally:
+            response.close()
+            client.close()
+
+    def put_file(self, key: str, path: Path) -> None:
+        raise self._read_only()
 
     def _read_only(self) -> ReadOnlyRemoteError:
         return read_only_error(self)

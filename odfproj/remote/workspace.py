@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from odfproj.remote.errors import RemoteError
 from odfproj.remote.repository import pull, push, repository_datasets
 from odfproj.remote.store import FolderStore, ObjectStore
-from odfproj.remote.sync import SyncOutcome, fetch_missing_objects, fetch_object, objects_of, read_head, walk
+from odfproj.remote.sync import SyncOutcome, check_object, fetch_missing_objects, objects_of, read_head, walk
 from odfproj.storage.chain import append_block
 from odfproj.storage.errors import ChainInvariantError, WorkspaceLockedError
 from odfproj.storage.workspace import Workspace
@@ -185,7 +185,7 @@ def verify_remote(store: ObjectStore, names: Sequence[str] = (), *, integrity: b
             for chain_block in blocks:
                 for folder, physical, size in objects_of(chain_block.block):
                     try:
-                        fetch_object(dataset, folder, physical, size)
+                        check_object(dataset, folder, physical, size)
                     except RemoteError as e:
                         problems.append(str(e))
     return problems
