@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from odfproj.errors import OdfprojError
 from odfproj.odf import model
-from odfproj.odf.arrow_schema import decode_arrow_schema
+from odfproj.odf.odf_schema import arrow_schema_of
 from odfproj.odf.timestamps import format_rfc3339
 
 __all__ = ["summarize"]
@@ -49,7 +49,7 @@ def summarize(event: model.MetadataEvent) -> str:
             return ", ".join([*_data_summary(event), f"{len(event.query_inputs)} input(s)"])
         case model.SetDataSchema():
             try:
-                names = decode_arrow_schema(event.schema).names
+                names = arrow_schema_of(event).names
             except OdfprojError:
                 return "invalid Arrow schema"
             return f"{len(names)} columns: {', '.join(names)}"

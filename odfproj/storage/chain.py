@@ -31,9 +31,9 @@ import pyarrow as pa
 
 from odfproj.errors import InvalidValueError, SerializationError
 from odfproj.odf import model
-from odfproj.odf.arrow_schema import decode_arrow_schema
 from odfproj.odf.identity import DatasetId
 from odfproj.odf.multiformats import Multihash
+from odfproj.odf.odf_schema import arrow_schema_of
 from odfproj.odf.schema_diff import diff_schemas
 from odfproj.odf.timestamps import format_rfc3339
 from odfproj.storage.errors import ChainInvariantError
@@ -223,7 +223,7 @@ def _check_execute_transform(
 
 def _check_schema(p: ChainProjection, block: model.MetadataBlock, event: model.SetDataSchema) -> None:
     try:
-        new = decode_arrow_schema(event.schema)
+        new = arrow_schema_of(event)
     except SerializationError as e:
         raise _fail(block, f"schema is not a valid Arrow schema: {e}") from None
     if p.schema is None:

@@ -34,6 +34,7 @@ from odfproj.odf.arrow_schema import decode_arrow_schema
 from odfproj.odf.ddl import format_ddl_schema
 from odfproj.odf.identity import DatasetId
 from odfproj.odf.multiformats import Multihash
+from odfproj.odf.odf_schema import arrow_schema_bytes
 from odfproj.odf.timestamps import format_rfc3339, parse_rfc3339
 from odfproj.odf.yaml_codec import from_data, to_data
 
@@ -299,7 +300,7 @@ def _with_definition(p: ChainProjection, definition: DefinitionEvent) -> ChainPr
     changes: dict[str, Any] = {"definition_events": (*p.definition_events, definition)}
     match event:
         case model.SetDataSchema():
-            changes["schema"] = event.schema
+            changes["schema"] = arrow_schema_bytes(event)
         case model.SetPollingSource():
             changes["set_polling_source"] = event
         case model.DisablePollingSource():

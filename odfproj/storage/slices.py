@@ -14,6 +14,7 @@ from pathlib import Path
 
 from odfproj.odf import model
 from odfproj.odf.multiformats import Multihash
+from odfproj.odf.odf_schema import arrow_schema_bytes
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.projection import DATA_EVENTS
 
@@ -75,7 +76,7 @@ def data_as_of(dataset: Dataset, block_hash: Multihash | None = None) -> DataAsO
             started = True
         event = block.event
         if isinstance(event, model.SetDataSchema) and schema is None:
-            schema = event.schema
+            schema = arrow_schema_bytes(event)
         elif isinstance(event, DATA_EVENTS):
             if not watermark_known:
                 # Once set, every data event carries the watermark: the latest one is the watermark.
