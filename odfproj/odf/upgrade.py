@@ -187,7 +187,7 @@ def _newer_forms(document: Any) -> Iterator[_Refused]:
     """Rewrite what has a 0.35 spelling; yield each construct that has none, and each malformed form."""
     if isinstance(document, dict) and isinstance(document.get("$schema"), str):
         resource = document["$schema"].rstrip("/").rsplit("/", 1)[-1] or document["$schema"]
-        what = f"the resource manifest form ($schema: ...{resource}, headers, spec)"
+        what = f"the {resource} resource manifest form ($schema, headers, spec)"
         yield _Refused(("$schema",), construct=Newer(("$schema",), what, _RESOURCE_VERSION))
         return
     for path, event in _events(document):
