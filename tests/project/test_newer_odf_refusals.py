@@ -1,0 +1,108 @@
+"""A construct of ODF 0.36-0.39 with no 0.35 event stops only what needs it (issue 34, point 1).
+
+The refusal of a CDC merge strategy or a type without a 0.35 equivalent is a problem of its manifest like
+any other: outside ``--select``/``--exclude`` a warning, inside it (or with no selector) an error, in one
+line naming file, dataset, construct, version and setting. The project loader, no JVM.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from odfproj.errors import ManifestError
+from odfproj.project.config import load_project
+from odfproj.project.loader import PlanRequest, load_manifests_of, load_selected
+from odfproj.project.manifests import load_manifest
+from odfproj.project.render import Renderer
+
+ROOT = """\
+kind: DatasetSnapshot
+version: 1
+content:
+  name: {name}
+  kind: Root
+  metadata:
+    - kind: AddPushSource
+      sourceName: main
+      read:
+        kind: NdJson
+        schema:
+          fields:
+            - name: id
+              type: Int64
+            - name: v
+              type: {type}
+      merge:
+{merge}
+"""
+
+APPEND = "        kind: Append"
+CHANGELOG = "        kind: ChangelogStream\n        primaryKey: [id]"
+
+FILES = {
+    "datasets/orders.yaml": ROOT.format(name="com.example.orders", type="String", merge=APPEND),
+    "datasets/cdc.yaml": ROOT.format(name="com.example.cdc", type="String", merge=CHANGELOG),
+    "datasets/half.yaml": ROOT.format(name="com.example.half", type="Float16", merge=APPEND),
+}
+
+CDC_LINE = (
+    "datasets/cdc.yaml:18:15: com.example.cdc: merge strategy ChangelogStream needs ODF 0.37 "
+    '(odf_version: "0.39" in odfproj.yaml)'
+)
+HALF_LINE = (
+    "datasets/half.yaml:16:21: com.example.half: read.schema field 'v': type Float16 needs ODF 0.38 "
+    '(odf_version: "0.39" in odfproj.yaml)'
+)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "p"
+    for rel, text in {"odfproj.yaml": "name: p\n", **FILES}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def selected(root: Path, **request):
+    config = load_project(root)
+    asked = PlanRequest(**request)
+    return load_selected(config, asked, load_manifests_of(config, asked), known_ids={})
+
+
+def test_without_a_selector_each_refusal_stops_the_project_in_one_line(project):
+    with pytest.raises(ManifestError) as raised:
+        selected(project)
+    assert sorted(raised.value.problems) == [CDC_LINE, HALF_LINE]
+
+
+def test_outside_the_selection_the_refusals_are_warnings(project):
+    loaded = selected(project, select=("com.example.orders",))
+    assert loaded.selection.names == ("com.example.orders",)
+    assert sorted(loaded.selection.warnings) == [
+        f"{CDC_LINE} (not selected: skipped)",
+        f"{HALF_LINE} (not selected: skipped)",
+    ]
+
+
+def test_inside_the_selection_a_refusal_stops_it(project):
+    with pytest.raises(ManifestError) as raised:
+        selected(project, exclude=("com.example.half",))
+    assert raised.value.problems == [CDC_LINE]
+
+
+def test_the_upgraded_root_loads_as_its_035_event(project):
+    loaded = selected(project, select=("com.example.orders",))
+    snapshot = loaded.manifests.get("com.example.orders").snapshot
+    assert snapshot.metadata[0].read.schema == ("id BIGINT NOT NULL", "v STRING NOT NULL")
+
+
+def test_a_039_workspace_refuses_them_as_not_supported_yet(project):
+    """Until odfproj records 0.39 chains; the loader passes the workspace's version to the one decision."""
+    manifest = load_manifest(project / "datasets/cdc.yaml", "datasets/cdc.yaml", Renderer(), "0.39")
+    assert [str(p) for p in manifest.problems] == [
+        "datasets/cdc.yaml:18:15: com.example.cdc: merge strategy ChangelogStream (ODF 0.37) "
+        "is not supported yet by odfproj"
+    ]
