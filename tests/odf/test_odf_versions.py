@@ -19,6 +19,7 @@ from odfproj.odf.ddl import parse_ddl_schema
 from odfproj.odf.upgrade import Newer, refusal_for, upgrade_document
 from odfproj.odf.validation import check_manifest
 from odfproj.odf.yaml_codec import manifest_from_data
+from tests import manifests
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 CONTRIB = FIXTURES / "kamu-contrib"
@@ -139,10 +140,7 @@ def _root(*, read=None, merge=None, fetch=None, events=()) -> bytes:
         "read": read or {"kind": "Csv", "header": True},
         "merge": merge or {"kind": "Append"},
     }
-    content = {"name": "org.example.x", "kind": "Root", "metadata": [source, *events]}
-    return yaml.safe_dump(
-        {"kind": "DatasetSnapshot", "version": 1, "content": content}, sort_keys=False
-    ).encode()
+    return manifests.snapshot("org.example.x", "Root", [source, *events]).encode()
 
 
 def _fields(*types) -> dict:

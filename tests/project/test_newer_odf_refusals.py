@@ -16,35 +16,26 @@ from odfproj.project.config import load_project
 from odfproj.project.loader import PlanRequest, load_manifests_of, load_selected
 from odfproj.project.manifests import load_manifest
 from odfproj.project.render import Renderer
+from tests import manifests
 
-ROOT = """\
-kind: DatasetSnapshot
-version: 1
-content:
-  name: {name}
-  kind: Root
-  metadata:
-    - kind: AddPushSource
-      sourceName: main
-      read:
-        kind: NdJson
-        schema:
-          fields:
-            - name: id
-              type: Int64
-            - name: v
-              type: {type}
-      merge:
-{merge}
-"""
 
-APPEND = "        kind: Append"
-CHANGELOG = "        kind: ChangelogStream\n        primaryKey: [id]"
+def push_root(name: str, value_type: str, merge: dict) -> str:
+    """A push-source root whose read schema is in the ODF 0.38 DataSchema form."""
+    fields = [{"name": "id", "type": "Int64"}, {"name": "v", "type": value_type}]
+    source = {
+        "kind": "AddPushSource",
+        "sourceName": "main",
+        "read": {"kind": "NdJson", "schema": {"fields": fields}},
+    }
+    return manifests.snapshot(name, "Root", [{**source, "merge": merge}])
+
 
 FILES = {
-    "datasets/orders.yaml": ROOT.format(name="com.example.orders", type="String", merge=APPEND),
-    "datasets/cdc.yaml": ROOT.format(name="com.example.cdc", type="String", merge=CHANGELOG),
-    "datasets/half.yaml": ROOT.format(name="com.example.half", type="Float16", merge=APPEND),
+    "datasets/orders.yaml": push_root("com.example.orders", "String", {"kind": "Append"}),
+    "datasets/cdc.yaml": push_root(
+        "com.example.cdc", "String", {"kind": "ChangelogStream", "primaryKey": ("id",)}
+    ),
+    "datasets/half.yaml": push_root("com.example.half", "Float16", {"kind": "Append"}),
 }
 
 CDC_LINE = (
