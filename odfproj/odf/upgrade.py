@@ -116,6 +116,21 @@ _KINDS = {
 }
 
 
+#: The keys each ``DataType`` kind may have beside ``kind`` (0.38 schemas/schema/DataType.json).
+_TYPE_KEYS = {
+    "Binary": ("fixedLength",),
+    "Decimal": ("precision", "scale"),
+    "Duration": ("unit",),
+    "Time": ("unit",),
+    "Timestamp": ("unit", "timezone"),
+    "List": ("itemType", "fixedLength"),
+    "Map": ("keyType", "valueType", "keysSorted"),
+    "Option": ("inner",),
+    "Struct": ("fields",),
+}
+_FIELD_KEYS = ("name", "type", "extra")
+
+
 @dataclass(frozen=True, slots=True)
 class Newer:
     """A construct of an ODF version after 0.35 that no 0.35 event records, at ``path`` in the document.
@@ -297,6 +312,7 @@ def _fields(fields: list[Any], path: Path, owner: str) -> list[pa.Field]:
         if not isinstance(field, dict) or not isinstance(field.get("name"), str) or "type" not in field:
             raise _Refused(where, f"{owner}: a field needs a `name` and a `type`")
         label = f"{owner} field {field['name']!r}"
+        _known_keys(field, _FIELD_KEYS, where, f"{label}:")
         _no_extra(field, where, label)
         data_type, nullable = _data_type(field["type"], (*where, "type"), label)
         out.append(pa.field(field["name"], data_type, nullable=nullable))
@@ -307,6 +323,14 @@ def _no_extra(node: dict[str, Any], path: Path, label: str) -> None:
     if node.get("extra"):
         where = (*path, "extra")
         raise _Refused(where, construct=Newer(where, f"{label}: an `extra` mapping", _READ_SCHEMA_VERSION))
+
+
+def _known_keys(node: dict[str, Any], known: tuple[str, ...], path: Path, where: str) -> None:
+    """A key the 0.38 schema does not have is a mistake to report, never a value to drop."""
+    unknown = sorted(str(k) for k in set(node) - set(known))
+    if unknown:
+        expected = ", ".join(k for k in known if k != "kind") or "no other key"
+        raise _Refused((*path, unknown[0]), f"{where} unknown key {unknown[0]!r} (expected: {expected})")
 
 
 def _newer_type(path: Path, label: str, what: str) -> _Refused:
@@ -320,6 +344,7 @@ def _data_type(node: Any, path: Path, label: str) -> tuple[pa.DataType, bool]:
     if not isinstance(node, dict) or not isinstance(node.get("kind"), str):
         raise _Refused(path, f"{label}: a type must be a type name or a mapping with a `kind`")
     kind = _KINDS.get(node["kind"].lower(), node["kind"])  # kinds match case-insensitively (RFC-013)
+    _known_keys(node, ("kind", *_TYPE_KEYS.get(kind, ())), path, f"{label}: the {kind} type:")
     if kind == "Option":
         inner, _ = _data_type(node.get("inner"), (*path, "inner"), label)
         return inner, True

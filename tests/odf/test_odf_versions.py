@@ -336,3 +336,30 @@ def test_upgrade_rewrites_in_place_and_keeps_035_documents_untouched():
     document = yaml.safe_load(_root(read={"kind": "Csv", "schema": ["a INT"]}))
     before = yaml.safe_dump(document)
     assert upgrade_document(document) == [] and yaml.safe_dump(document) == before
+
+
+MALFORMED = [
+    (
+        _fields({"kind": "Decimal", "precision": 3}),
+        "field 'c0': a Decimal type needs an integer `precision` and `scale`",
+    ),
+    (
+        _fields({"kind": "Int64", "unit": "Second"}),
+        "field 'c0': the Int64 type: unknown key 'unit' (expected: no other key)",
+    ),
+    (
+        {"fields": [{"name": "c0", "type": "Int8", "description": "d"}]},
+        "field 'c0': unknown key 'description' (expected: name, type, extra)",
+    ),
+    (_fields({"kind": "Timestamp", "unit": "Minute"}), "field 'c0': unknown time unit 'Minute'"),
+    (_fields("Int128"), "field 'c0': unknown data type kind 'Int128'"),
+    ({"columns": []}, "has an unknown key 'columns'"),
+]
+
+
+@pytest.mark.parametrize(("schema", "message"), MALFORMED, ids=[m[1] for m in MALFORMED])
+def test_a_malformed_data_schema_is_one_line_naming_the_field_never_a_guess(schema, message):
+    line = only_problem(_root(read={"kind": "Csv", "schema": schema}))
+    assert line.startswith("datasets/x.yaml:") and line.endswith(f"org.example.x: read.schema {message}"), (
+        line
+    )
