@@ -51,7 +51,7 @@ def apply(
     from odfproj.storage.workspace import Workspace
 
     config = selection.config()
-    workspace = Workspace(config.workspace(selection.target))
+    workspace = Workspace(config.workspace(selection.target), odf_version=config.odf_version)
     with (
         synced(config, selection.target, writer="odfproj apply"),
         workspace.lock(purpose="odfproj apply", timeout=lock_timeout),

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from odfproj.odf import model
 from odfproj.plan.model import Plan
+from odfproj.plan.odf_version import odf_version_warnings
 from odfproj.plan.planner import DesiredDataset, make_plan
 from odfproj.plan.queries import QueryChecker
 from odfproj.plan.renames import plan_renames
@@ -120,7 +121,10 @@ def plan_project(
         desired=desired,
         views=snapshot.state.views,
         orphans=orphans,
-        warnings=snapshot.selection.warnings,
+        warnings=(
+            *snapshot.selection.warnings,
+            *odf_version_warnings(config.odf_version, snapshot.workspace, snapshot.selection.names),
+        ),
         query_checker=query_checker,
         orphan_readers={
             name: tuple(snapshot.graph.graph.successors(snapshot.graph.canonical(name)))

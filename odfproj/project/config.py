@@ -22,6 +22,7 @@ import yaml
 from odfproj.engine.session import SparkSettings
 from odfproj.engine.settings import check_spark_conf, check_spark_master, target_settings
 from odfproj.errors import OdfprojError
+from odfproj.odf.odf_versions import DEFAULT_ODF_VERSION
 from odfproj.odf.yaml_source import check_yaml_limits
 from odfproj.project.boundary import glob_refusal, path_refusal
 from odfproj.project.env import EnvPolicy, parse_env_section
@@ -41,7 +42,18 @@ WORKSPACE_ENV = "ODFPROJ_WORKSPACE"
 MACRO_DIR = "macros"
 MACRO_SUFFIXES = (".sql", ".j2", ".jinja", ".yaml")
 
-_TOP_KEYS = {"name", "manifests", "tests", "workspace", "vars", "env", "targets", "target", "moved"}
+_TOP_KEYS = {
+    "name",
+    "manifests",
+    "tests",
+    "workspace",
+    "vars",
+    "env",
+    "targets",
+    "target",
+    "moved",
+    "odf_version",
+}
 _TARGET_KEYS = {"spark_master", "storage_root", "spark_conf"}
 
 
@@ -81,6 +93,9 @@ class ProjectConfig:
     """The environment variables templates may read, and which ones are secret (``env:``)."""
     moves: tuple[Move, ...] = ()
     """Declared renames (``moved:``), see :mod:`odfproj.project.moves`."""
+    odf_version: str = DEFAULT_ODF_VERSION
+    """The ODF version new chains are written in (``odf_version:``, "0.35" or "0.39"), see
+    :mod:`odfproj.odf.odf_versions`; an existing chain keeps its own."""
 
     @property
     def config_path(self) -> Path:
@@ -239,6 +254,8 @@ def parse_config(root: Path, text: str) -> ProjectConfig:
         default_target=default_target,
         env=env,
         moves=moves,
+        # str(): ``odf_version: 0.39`` unquoted is a YAML float, and its text is the setting.
+        odf_version=str(data.get("odf_version") or DEFAULT_ODF_VERSION),
     )
 
 

@@ -39,7 +39,7 @@ def apply_pending(
     )
     if not plan.has_changes and not plan.has_refusals:
         return None  # up to date, or no manifest of that name
-    workspace = Workspace(snapshot.workspace)
+    workspace = Workspace(snapshot.workspace, odf_version=config.odf_version)
     with workspace.lock(purpose="odfproj ingest", timeout=lock_timeout):
         check_plan(plan, workspace)
         return apply_plan(plan, workspace) if plan.has_changes else None

@@ -263,7 +263,7 @@ def run_project(
     started = datetime.now(UTC)
     clock = time.monotonic()
     checker = query_checker(SparkEngine(holder)) if validate_queries else None
-    workspace = Workspace(config.workspace(request.target))
+    workspace = Workspace(config.workspace(request.target), odf_version=config.odf_version)
     stop = cancel or threading.Event()
     log_file = log_path(workspace.root, started)
     workers = f"{RUN_THREADS}-{uuid.uuid4().hex[:8]}"  # this run's, in its log (see run_log)

@@ -18,8 +18,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from odfproj.odf import model
-from odfproj.odf.arrow_schema import encode_arrow_schema
 from odfproj.odf.multiformats import Multihash
+from odfproj.odf.odf_schema import set_data_schema
+from odfproj.odf.odf_versions import writes_odf_schema
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.objects import DescribedDataFile, describe_data_file
 from odfproj.storage.projection import ChainProjection
@@ -75,10 +76,13 @@ def commit_data(
     return _commit_slices(dataset, projection, event, system_time, [s for s in slices if s.records], schema)
 
 
-def _schema_events(projection: ChainProjection, schema: pa.Schema | None) -> list[model.MetadataEvent]:
-    """A SetDataSchema when ``schema`` is not the dataset's (first data, or added columns)."""
+def _schema_events(
+    dataset: Dataset, projection: ChainProjection, schema: pa.Schema | None
+) -> list[model.MetadataEvent]:
+    """A SetDataSchema when ``schema`` is not the dataset's (first data, or added columns), in the form
+    of the chain's version (raw Arrow bytes in 0.35 chains, the ODF schema in 0.39 ones)."""
     if schema is not None and (projection.arrow_schema is None or not schema.equals(projection.arrow_schema)):
-        return [model.SetDataSchema(schema=encode_arrow_schema(schema))]
+        return [set_data_schema(schema, odf_schema=writes_odf_schema(dataset.block_version(projection.head)))]
     return []
 
 
@@ -90,7 +94,7 @@ def _commit_slices(
     slices: list[SliceFile],
     schema: pa.Schema | None,
 ) -> Multihash:
-    events: list[model.MetadataEvent] = _schema_events(projection, schema)
+    events: list[model.MetadataEvent] = _schema_events(dataset, projection, schema)
     checkpoint = projection.last_checkpoint
     prev_offset = projection.last_offset
     data_events: list[DataEvent] = []

@@ -17,7 +17,7 @@ from types import EllipsisType
 from odfproj.errors import InvalidValueError, SerializationError
 from odfproj.odf import model
 from odfproj.odf.flatbuffers_codec import block_hash as hash_block_bytes
-from odfproj.odf.flatbuffers_codec import decode_block, encode_block
+from odfproj.odf.flatbuffers_codec import decode_block, decode_manifest, encode_block
 from odfproj.odf.identity import DatasetId
 from odfproj.odf.multiformats import Multihash
 from odfproj.odf.timestamps import to_utc
@@ -43,9 +43,6 @@ from odfproj.storage.objects import (
 )
 from odfproj.storage.projection import DATA_EVENTS, ChainProjection, ProjectionMemo
 
-#: Binary layout version of the blocks we write (every ODF 0.34/0.35-era block uses 2).
-BLOCK_VERSION = 2
-
 
 class Dataset:
     """A dataset folder in the ODF reference layout."""
@@ -65,6 +62,16 @@ class Dataset:
 
     def head(self) -> Multihash | None:
         return read_head(self.layout.head_ref)
+
+    def block_version(self, head: Multihash | None = None) -> int:
+        """The manifest version of the chain's head block: the form every block appended keeps.
+
+        A chain never mixes forms (see ``odf.odf_versions``): the setting chooses a new chain's form.
+        """
+        head = head or self.head()
+        if head is None:
+            raise StorageError(f"dataset {self.name}: {self.layout.head_ref} is missing (not a dataset)")
+        return decode_manifest(self.read_block_bytes(head))[1]
 
     def read_block_bytes(self, block_hash: Multihash) -> bytes:
         """The stored manifest bytes of a block, checked against the hash that names them."""
@@ -285,6 +292,7 @@ class Dataset:
             if head is None:
                 raise StorageError(f"dataset {self.name}: {self.layout.head_ref} is missing (not a dataset)")
             projection = self._projection_at(head, write_cache=False)
+            version = self.block_version(head)
             stamp = system_time if system_time is not None else max(datetime.now(UTC), projection.system_time)
             blocks: list[tuple[Multihash, bytes, model.MetadataBlock]] = []
             previous = head
@@ -296,7 +304,7 @@ class Dataset:
                     event=event,
                 )
                 try:
-                    data = encode_block(block, version=BLOCK_VERSION)
+                    data = encode_block(block, version=version)
                 except (TypeError, ValueError, OverflowError, SerializationError) as e:
                     raise InvalidValueError(
                         f"dataset {self.name}: cannot encode block {block.sequence_number} "

@@ -36,10 +36,11 @@ from odfproj.odf import model
 from odfproj.odf.flatbuffers_codec import block_hash, encode_block
 from odfproj.odf.identity import DatasetId, DatasetKeyPair
 from odfproj.odf.multiformats import Multihash
+from odfproj.odf.odf_versions import DEFAULT_ODF_VERSION, block_version_for
 from odfproj.odf.refs import DatasetName
 from odfproj.odf.timestamps import to_utc
 from odfproj.storage.chain import append_block
-from odfproj.storage.dataset import BLOCK_VERSION, Dataset
+from odfproj.storage.dataset import Dataset
 from odfproj.storage.errors import (
     ChainInvariantError,
     DatasetExistsError,
@@ -98,8 +99,11 @@ class Adoption:
 class Workspace:
     """A handle on a workspace folder; creates nothing until a dataset is created."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, odf_version: str = DEFAULT_ODF_VERSION) -> None:
         self.root = Path(root)
+        #: The ODF version new chains are written in (``odfproj.yaml`` ``odf_version``); an existing
+        #: chain keeps the form of its head (``Dataset.block_version``).
+        self.block_version = block_version_for(odf_version)
         # dataset id -> name as of the last scan (see find_by_id); a hint, always re-checked.
         self._names_by_id: dict[DatasetId, str] | None = None
         self._ids_lock = threading.Lock()
@@ -373,7 +377,7 @@ class Workspace:
                 sequence_number=0,
                 event=model.Seed(dataset_id=key.dataset_id, dataset_kind=kind),
             )
-            blocks = _chain_blocks(seed, events)
+            blocks = _chain_blocks(seed, events, self.block_version)
             projection = None
             try:
                 for hash_, block, _ in blocks:
@@ -570,10 +574,11 @@ def _record_text(dataset_id: DatasetId, *, received: bool = False) -> bytes:
 
 
 def _chain_blocks(
-    seed: model.MetadataBlock, events: Sequence[model.MetadataEvent]
+    seed: model.MetadataBlock, events: Sequence[model.MetadataEvent], version: int
 ) -> list[tuple[Multihash, model.MetadataBlock, bytes]]:
-    """The Seed and ``events`` as linked blocks (hash, block, stored bytes), all at the Seed's time."""
-    data = encode_block(seed, version=BLOCK_VERSION)
+    """The Seed and ``events`` as linked blocks (hash, block, stored bytes) of manifest ``version``, all at
+    the Seed's time."""
+    data = encode_block(seed, version=version)
     out = [(block_hash(data), seed, data)]
     for event in events:
         prev_hash, prev, _ = out[-1]
@@ -583,6 +588,6 @@ def _chain_blocks(
             sequence_number=prev.sequence_number + 1,
             event=event,
         )
-        data = encode_block(block, version=BLOCK_VERSION)
+        data = encode_block(block, version=version)
         out.append((block_hash(data), block, data))
     return out

@@ -1,0 +1,99 @@
+"""Chains written as ODF 0.39 (manifest version 3, ODF-schema SetDataSchema) on request, read like any other.
+
+A workspace set to ``odf_version: "0.39"`` creates chains in kamu v0.265's form; a chain keeps the form
+of its Seed whatever the setting says later; plan names each dataset whose chain is in the other form.
+Without Spark: data files are written with pyarrow, ``log`` and ``verify --integrity`` run in process.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from odfproj.odf import model
+from odfproj.odf.flatbuffers_codec import block_hash, decode_block
+from odfproj.plan.odf_version import odf_version_warnings
+from odfproj.project.config import ProjectError, parse_config
+from odfproj.storage.data_commit import commit_data
+from odfproj.storage.dataset import Dataset
+from odfproj.storage.workspace import Workspace
+from tests.cli_inprocess import run_main_split
+from tests.storage.helpers.chains import BASE_TIME, DEFAULT_SCHEMA, write_slice
+
+
+def _with_data(workspace: Workspace, name: str, scratch: Path) -> Dataset:
+    dataset = workspace.create(name, model.DatasetKind.Root, system_time=BASE_TIME)
+    path = write_slice(scratch / f"{name}.parquet", DEFAULT_SCHEMA, 0, 3)
+    event = model.AddData(new_watermark=BASE_TIME)
+    commit_data(
+        dataset, dataset.projection(), event, system_time=BASE_TIME + timedelta(seconds=1),
+        data_file=path, records=3, schema=DEFAULT_SCHEMA,
+    )  # fmt: skip
+    return dataset
+
+
+def _stored_blocks(dataset: Dataset) -> list[tuple[model.MetadataBlock, int]]:
+    """Every block from the head back, decoded from its stored bytes (hash checked by the reader)."""
+    out = []
+    head = dataset.head()
+    while head is not None:
+        data = dataset.read_block_bytes(head)
+        assert block_hash(data) == head
+        block, version = decode_block(data)
+        out.append((block, version))
+        head = block.prev_block_hash
+    return out
+
+
+def test_a_039_workspace_writes_kamus_current_form_and_reads_it_back(tmp_path: Path, scratch: Path) -> None:
+    dataset = _with_data(Workspace(tmp_path / "ws", odf_version="0.39"), "prices", scratch)
+    blocks = _stored_blocks(dataset)
+    assert [type(b.event).__name__ for b, _ in blocks] == ["AddData", "SetDataSchema", "Seed"]
+    assert {version for _, version in blocks} == {3}
+    schema_event = blocks[1][0].event
+    assert schema_event.schema is None and schema_event.data_schema is not None
+    assert dataset.projection().arrow_schema == DEFAULT_SCHEMA  # the same Arrow schema as the 0.35 form
+
+    code, out, err = run_main_split("log", "prices", "--oneline", "--workspace", str(tmp_path / "ws"))
+    assert code == 0, err
+    assert ("SetDataSchema" in out and "3 columns" not in out) or "columns" in out
+    code, out, err = run_main_split("verify", "--integrity", "--workspace", str(tmp_path / "ws"))
+    assert code == 0, out + err
+
+
+def test_a_035_workspace_writes_what_it_always_wrote(tmp_path: Path, scratch: Path) -> None:
+    dataset = _with_data(Workspace(tmp_path / "ws"), "prices", scratch)
+    blocks = _stored_blocks(dataset)
+    assert {version for _, version in blocks} == {2}
+    assert blocks[1][0].event.data_schema is None and blocks[1][0].event.schema is not None
+
+
+def test_a_chain_keeps_its_form_and_plan_says_when_the_setting_differs(tmp_path: Path, scratch: Path) -> None:
+    _with_data(Workspace(tmp_path / "ws", odf_version="0.39"), "new-form", scratch)
+    _with_data(Workspace(tmp_path / "ws"), "old-form", scratch)
+    later = Workspace(tmp_path / "ws")  # the setting went back to 0.35
+    later.open("new-form").append(
+        [model.SetInfo(description="still 0.39")], system_time=BASE_TIME + timedelta(1)
+    )
+    assert {v for _, v in _stored_blocks(later.open("new-form"))} == {3}
+
+    lines = odf_version_warnings("0.35", tmp_path / "ws", ["NEW-FORM", "old-form", "absent"])
+    assert len(lines) == 1 and lines[0].startswith("new-form: its chain is in the ODF 0.39 form")
+    assert 'odf_version: "0.35"' in lines[0]
+    assert [line.split(":")[0] for line in odf_version_warnings("0.39", tmp_path / "ws", ["old-form"])] == [
+        "old-form"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [("", "0.35"), ("odf_version: 0.39\n", "0.39"), ('odf_version: "0.35"\n', "0.35")]
+)
+def test_the_setting_is_read_from_odfproj_yaml(tmp_path: Path, text: str, expected: str) -> None:
+    assert parse_config(tmp_path, f"name: p\n{text}").odf_version == expected
+
+
+def test_an_unknown_odf_version_is_refused_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ProjectError, match=r"odf_version: 0.38 is not one of"):
+        parse_config(tmp_path, "name: p\nodf_version: 0.38\n")
