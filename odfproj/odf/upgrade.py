@@ -41,22 +41,23 @@ import pyarrow as pa
 
 from odfproj.errors import InvalidValueError
 from odfproj.odf.ddl import format_ddl_schema
+from odfproj.odf.odf_versions import BLOCK_VERSION_OF, DEFAULT_ODF_VERSION
 
 __all__ = [
-    "DEFAULT_ODF_VERSION",
-    "WORKSPACE_ODF_VERSIONS",
     "Newer",
     "Refusal",
     "refusal_for",
     "upgrade_document",
 ]
 
-#: The ODF versions a workspace can declare (``odf_version`` in odfproj.yaml), and the default.
-WORKSPACE_ODF_VERSIONS = ("0.35", "0.39")
-DEFAULT_ODF_VERSION = "0.35"
 
-#: The setting that makes a workspace speak the newest ODF, as a refusal names it.
-_NEWEST_SETTING = f'odf_version: "{WORKSPACE_ODF_VERSIONS[-1]}" in odfproj.yaml'
+def _version_key(version: str) -> tuple[int, ...]:
+    """``"0.39"`` as ``(0, 39)``, so versions compare as numbers."""
+    return tuple(int(part) for part in version.split(".") if part.isdigit())
+
+
+#: The setting that makes a workspace speak the newest ODF it can declare, as a refusal names it.
+_NEWEST_SETTING = f'odf_version: "{max(BLOCK_VERSION_OF, key=_version_key)}" in odfproj.yaml'
 
 Path = tuple[str | int, ...]
 
@@ -165,10 +166,6 @@ def refusal_for(construct: Newer, odf_version: str = DEFAULT_ODF_VERSION) -> str
     if _version_key(odf_version) < _version_key(construct.version):
         return f"{construct.what} needs ODF {construct.version} ({_NEWEST_SETTING})"
     return f"{construct.what} (ODF {construct.version}) is not supported yet by odfproj"
-
-
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split(".") if part.isdigit())
 
 
 class _Refused(Exception):

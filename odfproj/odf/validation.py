@@ -29,9 +29,10 @@ from jsonschema.exceptions import ValidationError, best_match
 from odfproj.errors import InvalidValueError
 from odfproj.odf.ddl import parse_ddl_schema
 from odfproj.odf.identity import DatasetId
+from odfproj.odf.odf_versions import DEFAULT_ODF_VERSION
 from odfproj.odf.refs import DatasetAlias, parse_dataset_ref
 from odfproj.odf.timestamps import parse_rfc3339
-from odfproj.odf.upgrade import DEFAULT_ODF_VERSION, upgrade_document
+from odfproj.odf.upgrade import upgrade_document
 from odfproj.odf.yaml_source import LoadResult, Path, Problem, SourceMap, load_yaml_document
 
 __all__ = [

@@ -24,8 +24,8 @@ from typing import Any
 
 from odfproj.errors import InvalidValueError, ManifestError
 from odfproj.odf.model import DatasetSnapshot
+from odfproj.odf.odf_versions import DEFAULT_ODF_VERSION
 from odfproj.odf.refs import DatasetAlias
-from odfproj.odf.upgrade import DEFAULT_ODF_VERSION
 from odfproj.odf.validation import check_manifest
 from odfproj.odf.yaml_codec import manifest_from_data
 from odfproj.odf.yaml_source import Path as DocPath
@@ -158,7 +158,7 @@ def load_manifests(
         else:
             refused.append(LoadedManifest(path, rel_path, "", None, (Problem(rel_path, 1, 1, refusal),)))
     # The workspace's ODF version words the refusal of a newer construct (odfproj.odf.upgrade).
-    odf_version = getattr(config, "odf_version", DEFAULT_ODF_VERSION)
+    odf_version = config.odf_version
     loaded = tuple(sorted([*_load_all(jobs, renderer, odf_version), *refused], key=lambda m: m.rel_path))
     problems = [*renderer.problems]
     for manifest in loaded:

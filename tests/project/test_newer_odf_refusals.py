@@ -14,8 +14,6 @@ import pytest
 from odfproj.errors import ManifestError
 from odfproj.project.config import load_project
 from odfproj.project.loader import PlanRequest, load_manifests_of, load_selected
-from odfproj.project.manifests import load_manifest
-from odfproj.project.render import Renderer
 from tests import manifests
 
 
@@ -91,9 +89,15 @@ def test_the_upgraded_root_loads_as_its_035_event(project):
 
 
 def test_a_039_workspace_refuses_them_as_not_supported_yet(project):
-    """Until odfproj records 0.39 chains; the loader passes the workspace's version to the one decision."""
-    manifest = load_manifest(project / "datasets/cdc.yaml", "datasets/cdc.yaml", Renderer(), "0.39")
-    assert [str(p) for p in manifest.problems] == [
+    """Until odfproj records 0.39 chains; the loader passes odfproj.yaml's odf_version to the one decision."""
+    (project / "odfproj.yaml").write_text('name: p\nodf_version: "0.39"\n')
+    with pytest.raises(ManifestError) as raised:
+        selected(project)
+    assert sorted(raised.value.problems) == [
         "datasets/cdc.yaml:18:15: com.example.cdc: merge strategy ChangelogStream (ODF 0.37) "
-        "is not supported yet by odfproj"
+        "is not supported yet by odfproj",
+        "datasets/half.yaml:16:21: com.example.half: read.schema field 'v': type Float16 (ODF 0.38) "
+        "is not supported yet by odfproj",
     ]
+    # The 0.38 forms with a 0.35 meaning load in a 0.39 workspace too.
+    assert selected(project, select=("com.example.orders",)).selection.names == ("com.example.orders",)
