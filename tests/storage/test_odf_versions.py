@@ -16,8 +16,12 @@ from odfproj.odf import model
 from odfproj.odf.flatbuffers_codec import block_hash, decode_block
 from odfproj.plan.odf_version import odf_version_warnings
 from odfproj.project.config import ProjectError, parse_config
+from odfproj.remote.repository import pull, push
+from odfproj.remote.store import FolderStore
+from odfproj.remote.sync import SyncState
 from odfproj.storage.data_commit import commit_data
 from odfproj.storage.dataset import Dataset
+from odfproj.storage.verify import verify_dataset
 from odfproj.storage.workspace import Workspace
 from tests.cli_inprocess import run_main_split
 from tests.storage.helpers.chains import BASE_TIME, DEFAULT_SCHEMA, write_slice
@@ -97,3 +101,37 @@ def test_the_setting_is_read_from_odfproj_yaml(tmp_path: Path, text: str, expect
 def test_an_unknown_odf_version_is_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(ProjectError, match=r"odf_version: 0.38 is not one of"):
         parse_config(tmp_path, "name: p\nodf_version: 0.38\n")
+
+
+def test_a_039_chain_pulled_from_a_repository_arrives_byte_for_byte_and_verifies(
+    tmp_path: Path, scratch: Path
+) -> None:
+    source = Workspace(tmp_path / "a", odf_version="0.39")
+    _with_data(source, "prices", scratch)
+    repo = FolderStore(tmp_path / "repo")
+    push(source, [], repo)
+    target = Workspace(tmp_path / "b")  # a 0.35 workspace: the pulled chain keeps its own form
+    [pulled] = pull(target, ["prices"], repo)
+    assert pulled.state is SyncState.CREATED
+    received = target.open("prices")
+    assert [h for h, _ in received.iter_blocks()] == [h for h, _ in source.open("prices").iter_blocks()]
+    assert {v for _, v in _stored_blocks(received)} == {3}
+    assert verify_dataset(received, integrity=True) == []
+
+
+@pytest.mark.spark
+def test_a_039_chain_is_queried_and_read_as_a_transform_input(tmp_path: Path, scratch: Path, engine) -> None:
+    from odfproj.state.views import run_sql
+    from odfproj.transform.coordinator import update_derivative
+    from tests.transform.helpers import create_derivative
+
+    ws = Workspace(tmp_path / "ws", odf_version="0.39")
+    prices = _with_data(ws, "prices", scratch)
+    create_derivative(ws, "tagged", {"p": prices}, (None, "SELECT event_time, upper(value) AS tag FROM p"))
+    assert update_derivative(ws, "tagged", engine, BASE_TIME + timedelta(minutes=1)).committed
+    derived = ws.open("tagged")
+    assert {v for _, v in _stored_blocks(derived)} == {3}
+    assert derived.projection().arrow_schema.names == ["offset", "op", "system_time", "event_time", "tag"]
+    rows = run_sql(engine, ws, "SELECT tag FROM tagged ORDER BY tag").column("tag").to_pylist()
+    source_rows = run_sql(engine, ws, "SELECT upper(value) AS v FROM prices ORDER BY v").column("v")
+    assert rows == source_rows.to_pylist() and len(rows) == 3
