@@ -105,8 +105,31 @@ def merge(
                 compare_event_time=compare_event_time,
                 state=state,
             )
+        case model.MergeStrategyChangelogStream(primary_key=primary_key):
+            from odfproj.ingest.cdc import merge_changelog_stream  # cdc builds on this module's helpers
+
+            return merge_changelog_stream(batch, _state_of(state, history, primary_key), primary_key)
+        case model.MergeStrategyUpsertStream(primary_key=primary_key):
+            from odfproj.ingest.cdc import merge_upsert_stream
+
+            return merge_upsert_stream(
+                batch,
+                _state_of(state, history, primary_key),
+                primary_key,
+                compare_event_time=compare_event_time,
+            )
         case _:
             raise MergeError(f"merge strategy {type(strategy).__name__} is not supported yet")
+
+
+def _state_of(
+    state: DataFrame | None, history: DataFrame | None, primary_key: Sequence[str]
+) -> DataFrame | None:
+    """The current state the caller passed, else the one ``history`` ends in; ``None`` before any data."""
+    if state is not None or history is None:
+        return state
+    _check_history_has(history, primary_key)
+    return current_state(history, primary_key)
 
 
 def merge_append(batch: DataFrame) -> DataFrame:

@@ -384,7 +384,9 @@ def commit_batch(
         batch, from_data = with_event_time(batch, vocab, event_time or stamp)
         history = state = index = None
         key = primary_key(merge_strategy)  # as the files name it: the state index reads the files
-        if isinstance(merge_strategy, model.MergeStrategySnapshot) and projection.has_data:
+        if isinstance(merge_strategy, _CDC_STRATEGIES) and vocab.op != OP and vocab.op in batch.columns:
+            batch = batch.withColumnRenamed(vocab.op, OP)  # the rows' own operation types
+        if isinstance(merge_strategy, _STATEFUL_STRATEGIES) and projection.has_data:
             index, state = read_current_state(engine.session, dataset, key, vocab, scratch)
         elif key:
             history = read_history(engine.session, dataset, projection, vocab)
@@ -503,7 +505,7 @@ def in_standard_names(strategy: model.MergeStrategy, vocab: Vocab) -> model.Merg
     A manifest names columns as the files do, so a key may contain the vocabulary's event-time
     column (``primaryKey: [PID, REPORT_YEAR]`` with ``eventTimeColumn: REPORT_YEAR``).
     """
-    if isinstance(strategy, model.MergeStrategyLedger):
+    if isinstance(strategy, model.MergeStrategyLedger | _CDC_STRATEGIES):
         return replace(strategy, primary_key=vocab.standard_names(strategy.primary_key))
     if isinstance(strategy, model.MergeStrategySnapshot):
         compared = strategy.compare_columns
@@ -516,10 +518,16 @@ def in_standard_names(strategy: model.MergeStrategy, vocab: Vocab) -> model.Merg
 
 
 def primary_key(strategy: model.MergeStrategy) -> tuple[str, ...]:
-    """The key of a Ledger or Snapshot merge; empty for Append."""
-    if isinstance(strategy, model.MergeStrategyLedger | model.MergeStrategySnapshot):
+    """The key of a Ledger, Snapshot, ChangelogStream or UpsertStream merge; empty for Append."""
+    if isinstance(strategy, model.MergeStrategyLedger | model.MergeStrategySnapshot | _CDC_STRATEGIES):
         return tuple(strategy.primary_key)
     return ()
+
+
+#: The merges whose rows carry their own operation type (ODF 0.37), read from the vocabulary's op column.
+_CDC_STRATEGIES = model.MergeStrategyChangelogStream | model.MergeStrategyUpsertStream
+#: The merges that compare the new data with the current state, which the state index serves.
+_STATEFUL_STRATEGIES = model.MergeStrategySnapshot | _CDC_STRATEGIES
 
 
 # --- the records' layout: decided on schemas, applied in Spark ---------------------------------------
