@@ -1,8 +1,8 @@
 """Every manifest kamu-contrib publishes loads, or is refused in one line (issue 34, point 1).
 
 The manifests are verbatim copies of kamu-contrib at its head (tests/fixtures/kamu-contrib/SOURCES.md),
-loaded as one project by the project loader, in the default (ODF 0.35) workspace: nothing is fetched or
-run, no JVM. A refusal must name the file, the dataset, the construct, the ODF version it needs and the
+loaded as one project by the project loader, in a 0.35 and a 0.39 workspace: nothing is fetched or run,
+no JVM. A refusal must name the file, the dataset, the construct, the ODF version it needs and the
 setting that accepts it, or say that odfproj never runs it.
 """
 
@@ -38,12 +38,14 @@ ETHEREUM_LOGS = {
 }
 
 
-@pytest.fixture(scope="module")
-def contrib(tmp_path_factory):
-    """The manifests loaded as one project (a copy: loading may leave a cache in the project)."""
+@pytest.fixture(scope="module", params=["0.35", "0.39"])
+def contrib(request, tmp_path_factory):
+    """The manifests loaded as one project in a workspace of each ODF version (a copy: loading may leave
+    a cache in the project)."""
     root = tmp_path_factory.mktemp("kamu-contrib") / "project"
     shutil.copytree(CONTRIB, root)
-    return load_manifests(parse_config(root, "name: kamu-contrib\nmanifests: ['**/*.yaml']\n"))
+    config = f"name: kamu-contrib\nmanifests: ['**/*.yaml']\nodf_version: '{request.param}'\n"
+    return load_manifests(parse_config(root, config))
 
 
 def test_every_kamu_contrib_manifest_loads_or_is_refused_in_one_line(contrib):
