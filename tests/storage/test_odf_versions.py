@@ -15,7 +15,7 @@ import pytest
 from odfproj.odf import model
 from odfproj.odf.flatbuffers_codec import block_hash, decode_block
 from odfproj.plan.odf_version import odf_version_warnings
-from odfproj.project.config import ProjectError, parse_config
+from odfproj.project.config import WORKSPACE_ENV, ProjectError, parse_config
 from odfproj.remote.repository import pull, push
 from odfproj.remote.store import FolderStore
 from odfproj.remote.sync import SyncState
@@ -24,6 +24,7 @@ from odfproj.storage.dataset import Dataset
 from odfproj.storage.verify import verify_dataset
 from odfproj.storage.workspace import Workspace
 from tests.cli_inprocess import run_main_split
+from tests.security.project_helpers import info_manifest, make_project
 from tests.storage.helpers.chains import BASE_TIME, DEFAULT_SCHEMA, write_slice
 
 
@@ -135,3 +136,24 @@ def test_a_039_chain_is_queried_and_read_as_a_transform_input(tmp_path: Path, sc
     rows = run_sql(engine, ws, "SELECT tag FROM tagged ORDER BY tag").column("tag").to_pylist()
     source_rows = run_sql(engine, ws, "SELECT upper(value) AS v FROM prices ORDER BY v").column("v")
     assert rows == source_rows.to_pylist() and len(rows) == 3
+
+
+def test_apply_creates_a_039_chain_and_plan_prints_one_line_once_the_setting_moves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(WORKSPACE_ENV, raising=False)
+    project = make_project(
+        tmp_path / "p", {"a.yaml": info_manifest("alpha", "first")}, 'name: p\nodf_version: "0.39"\n'
+    )
+    code, out, err = run_main_split("apply", "--auto-approve", "--project", str(project))
+    assert code == 0, out + err
+    assert {v for _, v in _stored_blocks(Workspace(project / ".odf").open("alpha"))} == {3}
+    code, out, err = run_main_split("plan", "--project", str(project))
+    assert code == 0 and "odf_version" not in out + err  # setting and chain agree: nothing to say
+
+    (project / "odfproj.yaml").write_text("name: p\n")
+    (project / "datasets" / "a.yaml").write_text(info_manifest("alpha", "second"))
+    code, out, err = run_main_split("plan", "--project", str(project))
+    assert code == 0, out + err
+    [line] = [line for line in (out + err).splitlines() if "odf_version" in line]
+    assert line.startswith("warning: alpha: its chain is in the ODF 0.39 form (manifest version 3)")
