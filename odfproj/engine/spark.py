@@ -58,6 +58,14 @@ import pyarrow.parquet as pq
 from odfproj.engine.columns import quoted_name
 from odfproj.engine.dialects import is_spark, to_spark
 from odfproj.engine.errors import InvalidQueryError
+from odfproj.engine.gis import (
+    GEOMETRY_COLUMN,
+    ensure_gis,
+    geometry_from_geojson,
+    gis_functions_in,
+    plain_geometry,
+)
+from odfproj.engine.packages import PackageUnavailableError
 from odfproj.engine.session import (
     SMALL_WORK_CONF,
     SparkSessionHolder,
@@ -417,6 +425,7 @@ class QueryScope:
         self.session.conf.set(ANSI_KEY, ansi)
         self._ansi_changed = True
         steps = _steps(to_spark(transform))
+        gis = is_spark(transform) and _with_gis(self.session, [step.query for step in steps])
         key = self._check_key(steps, ansi)
         checked = key in _CHECKED
         parser = self.session._jsparkSession.sessionState().sqlParser()
@@ -442,7 +451,7 @@ class QueryScope:
                 self.register(step.alias, result)
         assert result is not None
         _remember_checked(key)
-        return result
+        return plain_geometry(result) if gis else result
 
     def _check_key(self, steps: Sequence[_Step], ansi: str) -> str:
         """What the checks of :meth:`run` depend on: the SQL of every step, the views' schemas (odfproj's
@@ -450,7 +459,7 @@ class QueryScope:
         text = json.dumps(
             [
                 [[step.alias, step.query] for step in steps],
-                sorted((name, frame.schema.json()) for name, frame in self._views.items()),
+                sorted((name, _schema_json(frame)) for name, frame in self._views.items()),
                 sorted(self._sql_conf.items()),
                 ansi,
             ]
@@ -464,6 +473,24 @@ class QueryScope:
         self._views.clear()
         if self._configured and self._ansi_changed:  # a session that outlives the scope
             self.session.conf.set(ANSI_KEY, self._sql_conf.get(ANSI_KEY, "true"))
+
+
+def _schema_json(frame: DataFrame) -> str:
+    """``frame``'s schema as JSON, read in the JVM when it is there: a geometry column's type is known
+    only to Sedona's Python package, which odfproj does not need (``engine.gis``)."""
+    jdf = getattr(frame, "_jdf", None)
+    return str(jdf.schema().json()) if jdf is not None else frame.schema.json()
+
+
+def _with_gis(session: SparkSession, queries: list[str]) -> bool:
+    """Whether ``queries`` call GIS functions; if so, they are loaded into ``session`` (``engine.gis``)."""
+    if not gis_functions_in(queries):
+        return False
+    try:
+        ensure_gis(session)
+    except PackageUnavailableError as e:
+        raise InvalidQueryError(str(e)) from None
+    return True
 
 
 #: The transforms that passed :meth:`QueryScope.run`'s checks, by :meth:`QueryScope._check_key`. An
@@ -731,7 +758,13 @@ class SparkEngine:
             return scope.run(transform)
 
     def preprocess(self, df: DataFrame, transform: model.TransformSql) -> DataFrame:
-        """The ingest preprocess step: ``transform`` over ``df`` exposed as the view ``input``."""
+        """The ingest preprocess step: ``transform`` over ``df`` exposed as the view ``input``.
+
+        In a GIS query, the ``geometry`` column of GeoJSON and shapefile reads (GeoJSON text) is a
+        geometry, as Sedona's readers give it to kamu's Spark engine.
+        """
+        if is_spark(transform) and _with_gis(df.sparkSession, [s.query for s in _steps(transform)]):
+            df = geometry_from_geojson(df, GEOMETRY_COLUMN)
         return self.query({INPUT_VIEW: df}, transform)
 
 

@@ -34,7 +34,11 @@ __all__ = [
     "ALLOWED_NODES",
     "ALLOWED_OPTIONS",
     "ALLOWED_TABLE_FUNCTIONS",
+    "GIS_FUNCTIONS",
+    "GIS_FUNCTION_NAMES",
     "check_parsed_query",
+    "is_gis_name",
+    "unknown_gis_function",
 ]
 
 
@@ -108,24 +112,79 @@ _SEMI_STRUCTURED = """
     try_variant_get variant_get
 """
 
+#: Apache Sedona's geometry functions (``engine.gis`` loads them into the JVM when a query names one):
+#: those of Sedona 1.5.1, the version kamu's Spark engine ships, as its Python API lists them, that
+#: compute on their arguments only. Each was checked for files and the network: ``ST_Transform`` looks
+#: CRS codes up in the EPSG database packed inside the GeoTools jar, ``ST_H3*`` run H3's bundled
+#: native code. Left out: ``ST_GeomFromGML`` and ``ST_GeomFromKML`` (XML parsers, whose external
+#: entities can read files and fetch URLs), the aggregates (``ST_Union_Aggr``, ``ST_Envelope_Aggr``,
+#: ``ST_Intersection_Aggr``: user-defined aggregates of one session, not functions of the registry),
+#: ``ST_SubDivideExplode`` (a generator) and every raster (``RS_*``) function: no ODF read step gives
+#: a raster, and some of them read one from a path.
+GIS_FUNCTION_NAMES: frozenset[str] = _words(
+    # constructors
+    """
+    ST_GeomFromEWKT ST_GeomFromGeoHash ST_GeomFromGeoJSON ST_GeomFromText ST_GeomFromWKB ST_GeomFromWKT
+    ST_LineFromText ST_LineStringFromText ST_MLineFromText ST_MPolyFromText ST_MakePoint ST_Point
+    ST_PointFromText ST_PointZ ST_PolygonFromEnvelope ST_PolygonFromText
+    """,
+    # predicates
+    """
+    ST_Contains ST_CoveredBy ST_Covers ST_Crosses ST_Disjoint ST_DWithin ST_Equals ST_Intersects
+    ST_OrderingEquals ST_Overlaps ST_Touches ST_Within
+    """,
+    # accessors and measurements
+    """
+    ST_3DDistance ST_Angle ST_Area ST_AreaSpheroid ST_Azimuth ST_Boundary ST_ClosestPoint ST_CoordDim
+    ST_Degrees ST_Dimension ST_Distance ST_DistanceSphere ST_DistanceSpheroid ST_Dump ST_DumpPoints
+    ST_EndPoint ST_ExteriorRing ST_FrechetDistance ST_GeometryN ST_GeometryType ST_HausdorffDistance
+    ST_InteriorRingN ST_IsClosed ST_IsCollection ST_IsEmpty ST_IsRing ST_IsSimple ST_IsValid
+    ST_IsValidReason ST_Length ST_LengthSpheroid ST_NDims ST_NPoints ST_NRings ST_NumGeometries
+    ST_NumInteriorRings ST_NumPoints ST_PointN ST_SRID ST_StartPoint ST_X ST_XMax ST_XMin ST_Y ST_YMax
+    ST_YMin ST_Z ST_ZMax ST_ZMin
+    """,
+    # processing, editing and overlays
+    """
+    ST_AddPoint ST_Affine ST_BoundingDiagonal ST_Buffer ST_BuildArea ST_Centroid ST_Collect
+    ST_CollectionExtract ST_ConcaveHull ST_ConvexHull ST_Difference ST_Envelope ST_FlipCoordinates
+    ST_Force3D ST_Force_2D ST_GeometricMedian ST_Intersection ST_LineFromMultiPoint
+    ST_LineInterpolatePoint ST_LineLocatePoint ST_LineMerge ST_LineSubstring ST_MakeLine ST_MakePolygon
+    ST_MakeValid ST_MinimumBoundingCircle ST_MinimumBoundingRadius ST_Multi ST_Normalize
+    ST_PointOnSurface ST_Polygon ST_ReducePrecision ST_RemovePoint ST_Reverse ST_SetPoint ST_SetSRID
+    ST_SimplifyPreserveTopology ST_Split ST_SubDivide ST_SymDifference ST_Transform ST_Translate
+    ST_Union ST_VoronoiPolygons
+    """,
+    # output and indexing
+    """
+    ST_AsBinary ST_AsEWKB ST_AsEWKT ST_AsGeoJSON ST_AsGML ST_AsKML ST_AsText ST_GeoHash
+    ST_H3CellDistance ST_H3CellIDs ST_H3KRing ST_H3ToGeom ST_S2CellIDs
+    """,
+)
+
+#: The same, lower case, as Spark compares function names.
+GIS_FUNCTIONS: frozenset[str] = frozenset(name.lower() for name in GIS_FUNCTION_NAMES)
+
 #: Spark builtins a query may call. Left out on purpose: the clock and the session (``current_*``,
 #: ``now``, ``localtimestamp``, ``current_user``, ``version``), randomness (``rand``, ``uuid``,
 #: ``shuffle``, ``randstr``, ``uniform``, ``aes_encrypt``), order-dependent picks (``first``, ``last``,
 #: ``any_value``), the JVM and files (``reflect``, ``java_method``, ``input_file_*``, ``xpath*``,
 #: ``from_protobuf``/``to_protobuf`` (descriptor files), Avro (schema URLs)), and the physical layout
 #: (``spark_partition_id``, ``monotonically_increasing_id``).
-ALLOWED_FUNCTIONS: frozenset[str] = _words(
-    _MATH,
-    _AGGREGATE,
-    _WINDOW,
-    _GENERATOR,
-    _DATETIME,
-    _STRING,
-    _COLLECTIONS,
-    _PREDICATE_CONDITIONAL,
-    _BITWISE_CONVERSION,
-    _HASH_MISC,
-    _SEMI_STRUCTURED,
+ALLOWED_FUNCTIONS: frozenset[str] = (
+    _words(
+        _MATH,
+        _AGGREGATE,
+        _WINDOW,
+        _GENERATOR,
+        _DATETIME,
+        _STRING,
+        _COLLECTIONS,
+        _PREDICATE_CONDITIONAL,
+        _BITWISE_CONVERSION,
+        _HASH_MISC,
+        _SEMI_STRUCTURED,
+    )
+    | GIS_FUNCTIONS
 )
 
 #: Table-valued functions a query may read from (``FROM range(10)``, ``FROM explode(...)``).
@@ -273,9 +332,29 @@ def _not_allowed(name: str) -> str:
     why = _WHY_LEFT_OUT.get(name.rsplit(".", 1)[-1].lower())
     if why is not None:
         return f"function {name} is not allowed because {why}; ODF queries must be deterministic and pure"
+    if is_gis_name(name):
+        return unknown_gis_function(name)
     return (
         f"function {name} is not on odfproj's allowlist of deterministic, side-effect-free Spark builtins "
         "(see docs/guide/manifests.md, 'SQL a query may use')"
+    )
+
+
+def is_gis_name(name: str) -> bool:
+    """Whether ``name`` is spelt as a Sedona function (``ST_...``, ``RS_...``), known or not."""
+    return name.lower().startswith(("st_", "rs_"))
+
+
+def unknown_gis_function(name: str) -> str:
+    """Why ``name``, spelt as a GIS function, is refused: with the allowed name it is closest to, if any."""
+    import difflib
+
+    by_lower = {n.lower(): n for n in GIS_FUNCTION_NAMES}
+    close = difflib.get_close_matches(name.lower(), by_lower, n=1, cutoff=0.8)
+    hint = f" (did you mean {by_lower[close[0]]}?)" if close else ""
+    return (
+        f"function {name} is not one of the Apache Sedona GIS functions odfproj allows{hint} "
+        "(see docs/guide/engines.md, 'GIS functions')"
     )
 
 
@@ -305,7 +384,8 @@ _WHY_LEFT_OUT: Mapping[str, str] = MappingProxyType(
         **_reasons(
             "it can read files or fetch URLs",
             "xpath xpath_boolean xpath_double xpath_float xpath_int xpath_long xpath_number xpath_short "
-            "xpath_string from_protobuf to_protobuf from_avro to_avro schema_of_avro",
+            "xpath_string from_protobuf to_protobuf from_avro to_avro schema_of_avro st_geomfromgml "
+            "st_geomfromkml",
         ),
     }
 )
