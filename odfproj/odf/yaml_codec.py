@@ -45,6 +45,7 @@ def _tag_index(variants: tuple[tuple[str, str], ...]) -> dict[str, str]:
 
 
 _UNION_TAGS = {name: _tag_index(spec.variants) for name, spec in model.UNIONS.items()}
+_FIELDS_BY_YAML = {name: {f.yaml: f for f in spec.fields} for name, spec in model.TABLES.items()}
 _ENUM_NAMES = {
     name: {spelling: member for member in enum_cls for spelling in _spellings(member.name)}
     for name, enum_cls in model.ENUMS.items()
@@ -120,7 +121,7 @@ def _union_from_data(union: str, data: Any, path: str) -> Any:
 def _table_from_data(spec: TableSpec, data: Any, path: str, *, tagged: bool) -> Any:
     if not isinstance(data, Mapping):
         raise InvalidValueError(f"expected a {spec.name} object{_where(path)}, got {_describe(data)}")
-    by_yaml = {f.yaml: f for f in spec.fields}
+    by_yaml = _FIELDS_BY_YAML[spec.name]
     for key in data:
         if key == "kind" and tagged:
             continue
@@ -134,6 +135,9 @@ def _table_from_data(spec: TableSpec, data: Any, path: str, *, tagged: bool) -> 
         if raw is None:
             if f.required:
                 raise InvalidValueError(f"missing required field {f.yaml!r} in {spec.name}{_where(path)}")
+            continue
+        if f.kind == "string" and not f.vector and isinstance(raw, str):
+            kwargs[f.name] = raw  # the commonest field, without building its path for an error
             continue
         if f.vector:
             if not isinstance(raw, list):

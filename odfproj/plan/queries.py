@@ -17,18 +17,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
-from odfproj.engine.dialects import UntranslatableQueryError, is_spark, to_spark, translated_queries
 from odfproj.engine.errors import InvalidQueryError
 from odfproj.odf import model
 from odfproj.odf.data_schema import OFFSET, OP, SYSTEM_TIME, Vocab
 from odfproj.plan import evolution
 from odfproj.plan.diff import ChainView, fold
 from odfproj.plan.model import Action, AppendDefinitions, OutputSchema
-from odfproj.transform.modes import CheckedQuery, QueryMode
+
+if TYPE_CHECKING:  # the query modes and dialects pull in sqlglot: only a plan that checks a query needs them
+    from odfproj.transform.modes import CheckedQuery, QueryMode
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,8 @@ def check_queries(
     ``needed``: a changed derivative reads this dataset, so a root without data must report its schema
     even when no preprocess query changed (otherwise such a root starts no engine).
     """
+    from odfproj.engine.dialects import UntranslatableQueryError, to_spark
+
     for label, transform in sql_transforms(snapshot):
         try:
             to_spark(transform)
@@ -268,6 +271,8 @@ def render_queries(snapshot: model.DatasetSnapshot) -> str:
     What ``odfproj render`` prints: the translation a reviewer should read before trusting a query
     written for another engine. Raises ``UntranslatableQueryError`` for a query that cannot run.
     """
+    from odfproj.engine.dialects import is_spark, translated_queries
+
     blocks: list[str] = []
     for label, transform in sql_transforms(snapshot):
         steps = translated_queries(transform)

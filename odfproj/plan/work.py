@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import TYPE_CHECKING
 
 from odfproj.errors import OdfprojError
 from odfproj.odf import model
@@ -22,7 +23,9 @@ from odfproj.plan.diff import ChainView, fold
 from odfproj.plan.model import DataStep, Ingest, LastRun, Transform, TransformInput
 from odfproj.project.boundary import path_refusal
 from odfproj.storage.update_record import UpdateRecord
-from odfproj.transform.modes import QueryMode
+
+if TYPE_CHECKING:  # pulls in sqlglot; planning an unchanged project never needs it
+    from odfproj.transform.modes import QueryMode
 
 #: A FilesGlob fetch lists the user's own files and never writes to its work folder: none is made.
 _NO_WORK_DIR = Path(tempfile.gettempdir()) / "odfproj-plan-never-written"

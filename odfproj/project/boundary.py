@@ -9,22 +9,51 @@ and globs, so there is one place to get it right.
 
 from __future__ import annotations
 
+import os
+import stat
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-__all__ = ["glob_refusal", "path_refusal"]
+__all__ = ["FolderResolver", "glob_refusal", "path_refusal"]
 
 #: Folders under the root that are never project files (git keeps credentials there).
 PRIVATE_DIRS = frozenset({".git"})
 
 
-def path_refusal(path: Path, root: Path) -> str | None:
+class FolderResolver:
+    """``Path.resolve`` for many files in few folders: each folder is resolved once, and a file that is
+    not a symlink costs one ``lstat`` (resolving walks every component of the path with one each).
+
+    Gives what ``Path.resolve`` gives. Keep one only as long as the folders cannot change (one
+    command's listing of the project), since it remembers them.
+    """
+
+    def __init__(self) -> None:
+        self._folders: dict[Path, Path] = {}
+
+    def __call__(self, path: Path) -> Path:
+        path = path.absolute()
+        if path.name in ("", ".", ".."):
+            return path.resolve()
+        try:
+            if stat.S_ISLNK(os.lstat(path).st_mode):
+                return path.resolve()
+        except OSError:
+            return path.resolve()  # missing: resolve() says how (a broken link, a loop)
+        folder = self._folders.get(path.parent)
+        if folder is None:
+            folder = self._folders[path.parent] = path.parent.resolve()
+        return folder / path.name
+
+
+def path_refusal(path: Path, root: Path, resolve: Callable[[Path], Path] = Path.resolve) -> str | None:
     """Why the project may not read ``path``, or None when it may.
 
     ``root`` must already be resolved. A broken symlink resolves to its (missing) target, which is
-    judged like any other path.
+    judged like any other path. ``resolve`` may be a ``FolderResolver`` when many files are judged.
     """
     try:
-        resolved = path.resolve()
+        resolved = resolve(path)
     except (OSError, RuntimeError):  # a symlink loop
         return "refused: a symlink loop"
     if not resolved.is_relative_to(root):

@@ -30,7 +30,9 @@ from odfproj.odf.validation import check_manifest
 from odfproj.odf.yaml_codec import manifest_from_data
 from odfproj.odf.yaml_source import Path as DocPath
 from odfproj.odf.yaml_source import Problem, SourceMap, load_yaml_document
+from odfproj.project.boundary import FolderResolver, path_refusal
 from odfproj.project.config import ProjectConfig
+from odfproj.project.parse_cache import ParseCache
 from odfproj.project.render import RenderContext, Renderer
 
 __all__ = [
@@ -149,17 +151,33 @@ def load_manifests(
     """
     context = RenderContext.for_project(config, vars_override=vars_override, target=target, environ=environ)
     renderer = Renderer(context)
-    jobs, refused = [], []
-    for path in _manifest_paths(config, files):
-        rel_path = _rel_path(path, config.root)
-        refusal = config.refusal(path)
-        if refusal is None:
-            jobs.append((path, rel_path))
-        else:
-            refused.append(LoadedManifest(path, rel_path, "", None, (Problem(rel_path, 1, 1, refusal),)))
     # The workspace's ODF version words the refusal of a newer construct (odfproj.odf.upgrade).
     odf_version = config.odf_version
-    loaded = tuple(sorted([*_load_all(jobs, renderer, odf_version), *refused], key=lambda m: m.rel_path))
+    paths = _manifest_paths(config, files)
+    cache = ParseCache.open(config.root, context, odf_version, len(paths))
+    jobs, done = [], []
+    keys: dict[str, str] = {}
+    resolve, root = FolderResolver(), config.root.resolve()
+    for path in paths:
+        rel_path = _rel_path(path, config.root)
+        refusal = path_refusal(path, root, resolve)  # config.refusal, each folder resolved once
+        if refusal is not None:
+            done.append(LoadedManifest(path, rel_path, "", None, (Problem(rel_path, 1, 1, refusal),)))
+            continue
+        cached, key = _from_cache(cache, path, rel_path)
+        if cached is not None:
+            done.append(cached)
+            continue
+        jobs.append((path, rel_path))
+        if key is not None:
+            keys[rel_path] = key
+    fresh = _load_all(jobs, renderer, odf_version)
+    for manifest in fresh:
+        key = keys.get(manifest.rel_path)
+        if key is not None and manifest.snapshot is not None and not manifest.problems:
+            cache.put(manifest.rel_path, key, manifest.snapshot, manifest.rendered_text, manifest.source_text)
+    cache.save(keep=None if files is not None else [*keys, *(m.rel_path for m in done)])
+    loaded = tuple(sorted([*fresh, *done], key=lambda m: m.rel_path))
     problems = [*renderer.problems]
     for manifest in loaded:
         problems.extend(manifest.problems)
@@ -205,6 +223,73 @@ def _load_all(jobs: Sequence[tuple[Path, str]], renderer: Renderer, odf_version:
         return [load_manifest(path, rel, renderer, odf_version) for path, rel in jobs]
     finally:
         _WORKER_RENDERER = None
+
+
+def _from_cache(cache: ParseCache, path: Path, rel_path: str) -> tuple[LoadedManifest | None, str | None]:
+    """The manifest as the parse cache remembers it, or None and the key to remember it under.
+
+    A file that cannot be read or decoded has no key: loading it reports why.
+    """
+    try:
+        data = path.read_bytes()
+        source = data.decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None, None
+    key = cache.key_of(rel_path, data, source)
+    hit = cache.get(rel_path, key, source)
+    if hit is None:
+        return None, key
+    snapshot, rendered = hit
+    manifest = LoadedManifest(
+        path=path,
+        rel_path=rel_path,
+        rendered_text=rendered,
+        snapshot=snapshot,
+        problems=(),
+        name=snapshot.name,
+        source_text=source,
+        source_map=deferred_source_map(rendered, rel_path),
+    )
+    return manifest, None
+
+
+class _SourceMapLater:
+    """Builds the source map of a rendered text the first time a position is asked for."""
+
+    def __init__(self, text: str, rel_path: str) -> None:
+        self._text = text
+        self._rel_path = rel_path
+        self._map: SourceMap | None = None
+
+    def part(self, name: str) -> Mapping[DocPath, tuple[int, int]]:
+        if self._map is None:
+            self._map = load_yaml_document(self._text.encode("utf-8"), self._rel_path).source_map
+        return self._map.values if name == "values" else self._map.keys
+
+
+class _SourceMapPart(Mapping[DocPath, tuple[int, int]]):
+    def __init__(self, later: _SourceMapLater, name: str) -> None:
+        self._later = later
+        self._name = name
+
+    def __getitem__(self, path: DocPath) -> tuple[int, int]:
+        return self._later.part(self._name)[path]
+
+    def __iter__(self) -> Iterator[DocPath]:
+        return iter(self._later.part(self._name))
+
+    def __len__(self) -> int:
+        return len(self._later.part(self._name))
+
+
+def deferred_source_map(text: str, rel_path: str) -> SourceMap:
+    """The source map of ``text``, parsed only if a problem needs a position.
+
+    A manifest from the parse cache has no problem of its own; only a later one (an unknown input, a
+    second file with its name) asks where something is, so most never pay for a YAML parse.
+    """
+    later = _SourceMapLater(text, rel_path)
+    return SourceMap(_SourceMapPart(later, "values"), _SourceMapPart(later, "keys"))
 
 
 def _load_in_worker(job: tuple[Path, str], odf_version: str) -> LoadedManifest:
@@ -349,8 +434,9 @@ def _manifest_paths(config: ProjectConfig, files: Sequence[Path] | None) -> list
 
 
 def _rel_path(path: Path, root: Path) -> str:
-    if path.is_relative_to(root) and ".." not in path.parts:
-        return path.relative_to(root).as_posix()  # the common case, without touching the disk
+    text, prefix = str(path), str(root) + os.sep
+    if text.startswith(prefix) and f"{os.sep}..{os.sep}" not in f"{text}{os.sep}":
+        return text[len(prefix) :].replace(os.sep, "/")  # the common case, without touching the disk
     try:
         return path.resolve().relative_to(root.resolve()).as_posix()
     except ValueError:
