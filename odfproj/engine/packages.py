@@ -15,9 +15,11 @@ Resolution happens once, ahead of time (``./dev``, or ``python -m odfproj.engine
 the jars are copied into a flat cache folder, ``$ODFPROJ_JAR_CACHE`` or ``~/.cache/odfproj/jars``, and
 sessions are handed plain file paths. Nothing is resolved while a session starts, so a cached package
 costs no network and works offline; a missing one is a one-line error saying how to fetch it. The
-fetch uses Maven (``mvn dependency:copy``) when it is installed, otherwise the Ivy that ships inside
-PySpark (``java -jar ivy.jar``); both keep their own repository under the cache folder and check the
-SHA-1 sums Maven Central publishes. Each artifact is fetched alone (no transitive resolution): the list
+fetch runs the Ivy that ships inside PySpark (``java -jar ivy.jar``, no Spark started), so a fresh
+machine needs nothing more; Maven (``mvn dependency:copy``) is the alternative (``--tool mvn``). Measured
+on an empty cache (bench/README.md, "GIS functions"): Ivy 18 s, Maven 71 s (it first fetches its own
+dependency plugin); both keep their repository under the cache folder and check the SHA-1 sums Maven
+Central publishes, and once the jars are cached neither runs again. Each artifact is fetched alone (no transitive resolution): the list
 names every jar a package needs, so what loads is exactly what is written here.
 """
 
@@ -27,7 +29,6 @@ import argparse
 import functools
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -216,8 +217,8 @@ def resolved_jars(pkg: JvmPackage, cache: Path | None = None) -> tuple[Path, ...
     missing = [a.coordinate for a, p in zip(pkg.artifacts, paths, strict=True) if not p.is_file()]
     if missing:
         raise PackageUnavailableError(
-            f"{pkg.purpose} need{'s' if len(missing) == 1 else ''} the {pkg.name} jars, not in {folder} "
-            f"({', '.join(missing)}): {FETCH_HINT} {pkg.name}"
+            f"the {pkg.name} jars ({pkg.purpose}) are not in {folder} ({', '.join(missing)}): "
+            f"{FETCH_HINT} {pkg.name}"
         )
     return paths
 
@@ -236,13 +237,13 @@ def session_jars(*, s3a_connector: bool = False, cache: Path | None = None) -> t
 def fetch(pkg: JvmPackage, cache: Path | None = None, *, tool: str | None = None) -> tuple[Path, ...]:
     """Make sure every jar of ``pkg`` is in the cache, fetching the missing ones from Maven Central.
 
-    ``tool`` forces ``mvn`` or ``ivy``; by default Maven when it is on the PATH, else PySpark's Ivy.
+    ``tool``: ``ivy`` (the default: PySpark's own, always there) or ``mvn``.
     A jar is moved into the cache only once complete, so an interrupted fetch leaves nothing half-written.
     """
     folder = cache or cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
     missing = [a for a in pkg.artifacts if not (folder / a.file_name).is_file()]
-    chosen = tool or ("mvn" if shutil.which("mvn") else "ivy")
+    chosen = tool or "ivy"
     for artifact in missing:
         with tempfile.TemporaryDirectory(dir=folder, prefix=".fetch-") as scratch:
             got = _FETCHERS[chosen](artifact, folder, Path(scratch))
@@ -281,7 +282,7 @@ def _with_ivy(artifact: Artifact, cache: Path, scratch: Path) -> Path:
     ivy = sorted(pyspark_jars().glob("ivy-*.jar"))
     if not ivy:
         raise PackageUnavailableError(
-            f"cannot fetch {artifact.coordinate}: no mvn on the PATH and no Ivy in PySpark"
+            f"cannot fetch {artifact.coordinate}: PySpark's jars hold no Ivy (try --tool mvn)"
         )
     _run(
         [
@@ -323,7 +324,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     )
     parser.add_argument("action", choices=["fetch", "show"])
     parser.add_argument("names", nargs="*", default=["sedona"], help="sedona, s3a")
-    parser.add_argument("--tool", choices=sorted(_FETCHERS), help="mvn or ivy (default: mvn if installed)")
+    parser.add_argument("--tool", choices=sorted(_FETCHERS), help="ivy (default, PySpark's own) or mvn")
     args = parser.parse_args(list(argv) if argv is not None else None)
     try:
         for name in args.names:
