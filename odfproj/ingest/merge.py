@@ -56,7 +56,6 @@ from typing import TYPE_CHECKING
 from odfproj.engine.columns import column
 from odfproj.engine.session import in_one_partition
 from odfproj.ingest.errors import IngestError
-from odfproj.odf import model
 from odfproj.odf.data_schema import EVENT_TIME, OFFSET, OP, SYSTEM_TIME, Op
 from odfproj.state.projections import current_state, state_columns
 
@@ -77,59 +76,6 @@ class MergeError(IngestError):
     Messages do not name the dataset or source (this module does not know them): the coordinator
     prefixes ``source_label(...)`` when it reports one.
     """
-
-
-def merge(
-    strategy: model.MergeStrategy,
-    batch: DataFrame,
-    history: DataFrame | None,
-    *,
-    compare_event_time: bool = False,
-    state: DataFrame | None = None,
-) -> DataFrame:
-    """The records ``strategy`` appends for ``batch`` given ``history`` (see the module doc for the contract).
-
-    ``state``: the current state, when the caller has it (used by Snapshot instead of ``history``).
-    """
-    match strategy:
-        case model.MergeStrategyAppend():
-            return merge_append(batch)
-        case model.MergeStrategyLedger(primary_key=primary_key):
-            return merge_ledger(batch, history, primary_key)
-        case model.MergeStrategySnapshot(primary_key=primary_key, compare_columns=compare_columns):
-            return merge_snapshot(
-                batch,
-                history,
-                primary_key,
-                compare_columns,
-                compare_event_time=compare_event_time,
-                state=state,
-            )
-        case model.MergeStrategyChangelogStream(primary_key=primary_key):
-            from odfproj.ingest.cdc import merge_changelog_stream  # cdc builds on this module's helpers
-
-            return merge_changelog_stream(batch, _state_of(state, history, primary_key), primary_key)
-        case model.MergeStrategyUpsertStream(primary_key=primary_key):
-            from odfproj.ingest.cdc import merge_upsert_stream
-
-            return merge_upsert_stream(
-                batch,
-                _state_of(state, history, primary_key),
-                primary_key,
-                compare_event_time=compare_event_time,
-            )
-        case _:
-            raise MergeError(f"merge strategy {type(strategy).__name__} is not supported yet")
-
-
-def _state_of(
-    state: DataFrame | None, history: DataFrame | None, primary_key: Sequence[str]
-) -> DataFrame | None:
-    """The current state the caller passed, else the one ``history`` ends in; ``None`` before any data."""
-    if state is not None or history is None:
-        return state
-    _check_history_has(history, primary_key)
-    return current_state(history, primary_key)
 
 
 def merge_append(batch: DataFrame) -> DataFrame:
@@ -373,4 +319,4 @@ def _describe_key(row: object, key: list[str]) -> str:
     return ", ".join(f"{k}={'null' if v is None else repr(v)}" for k, v in zip(key, values, strict=True))
 
 
-__all__ = ["MergeError", "current_state", "merge", "merge_append", "merge_ledger", "merge_snapshot"]
+__all__ = ["MergeError", "current_state", "merge_append", "merge_ledger", "merge_snapshot"]

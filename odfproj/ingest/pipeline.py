@@ -77,6 +77,7 @@ from odfproj.ingest.merge import merge
 from odfproj.ingest.prepare import prepare
 from odfproj.ingest.read import ReadError, describe_bad_rows, read_files
 from odfproj.ingest.scratch import scratch_folder
+from odfproj.ingest.strategies import merge
 from odfproj.odf import model
 from odfproj.odf.data_schema import (
     EVENT_TIME,

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from odfproj.ingest.merge import MergeError, merge, merge_append, merge_ledger, merge_snapshot
+from odfproj.ingest.merge import MergeError, merge_append, merge_ledger, merge_snapshot
+from odfproj.ingest.strategies import merge
 from odfproj.odf import model
 from odfproj.odf.data_schema import Op
 from odfproj.state.projections import ChangelogError, current_state
