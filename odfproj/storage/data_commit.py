@@ -79,11 +79,20 @@ def commit_data(
 def _schema_events(
     dataset: Dataset, projection: ChainProjection, schema: pa.Schema | None
 ) -> list[model.MetadataEvent]:
-    """A SetDataSchema when ``schema`` is not the dataset's (first data, or added columns), in the form
-    of the chain's version (raw Arrow bytes in 0.35 chains, the ODF schema in 0.39 ones)."""
+    """A SetDataSchema when ``schema`` is not the dataset's (first data, or added columns), in the chain's
+    form (:func:`_records_odf_schemas`)."""
     if schema is not None and (projection.arrow_schema is None or not schema.equals(projection.arrow_schema)):
-        return [set_data_schema(schema, odf_schema=writes_odf_schema(dataset.block_version(projection.head)))]
+        return [set_data_schema(schema, odf_schema=_records_odf_schemas(dataset, projection))]
     return []
+
+
+def _records_odf_schemas(dataset: Dataset, projection: ChainProjection) -> bool:
+    """Whether the chain records its data schema as an ODF schema: as its last SetDataSchema did, else as
+    its blocks' version does (kamu wrote ODF schemas in manifest version 2 blocks before v0.265)."""
+    for definition in reversed(projection.definition_events):
+        if isinstance(definition.event, model.SetDataSchema):
+            return definition.event.schema is None
+    return writes_odf_schema(dataset.block_version(projection.head))
 
 
 def _commit_slices(

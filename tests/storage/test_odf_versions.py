@@ -10,10 +10,12 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from odfproj.odf import model
 from odfproj.odf.flatbuffers_codec import block_hash, decode_block
+from odfproj.odf.odf_schema import set_data_schema
 from odfproj.plan.odf_version import odf_version_warnings
 from odfproj.project.config import WORKSPACE_ENV, ProjectError, parse_config
 from odfproj.remote.repository import pull, push
@@ -25,7 +27,7 @@ from odfproj.storage.verify import verify_dataset
 from odfproj.storage.workspace import Workspace
 from tests.cli_inprocess import run_main_split
 from tests.security.project_helpers import info_manifest, make_project
-from tests.storage.helpers.chains import BASE_TIME, DEFAULT_SCHEMA, write_slice
+from tests.storage.helpers.chains import BASE_TIME, DEFAULT_SCHEMA, schema_with, write_slice
 
 
 def _with_data(workspace: Workspace, name: str, scratch: Path) -> Dataset:
@@ -157,3 +159,27 @@ def test_apply_creates_a_039_chain_and_plan_prints_one_line_once_the_setting_mov
     assert code == 0, out + err
     [line] = [line for line in (out + err).splitlines() if "odf_version" in line]
     assert line.startswith("warning: alpha: its chain is in the ODF 0.39 form (manifest version 3)")
+
+
+def test_a_chain_that_records_odf_schemas_in_version_2_blocks_goes_on_doing_so(
+    tmp_path: Path, scratch: Path
+) -> None:
+    # kamu between ODF 0.37 and v0.265 wrote the ODF schema into manifest-version-2 blocks.
+    ws = Workspace(tmp_path / "ws")
+    dataset = ws.create(
+        "prices",
+        model.DatasetKind.Root,
+        events=[set_data_schema(DEFAULT_SCHEMA, odf_schema=True)],
+        system_time=BASE_TIME,
+    )
+    wider = schema_with(("value", pa.string()), ("n", pa.int64()))
+    path = write_slice(scratch / "w.parquet", wider, 0, 2)
+    commit_data(
+        dataset, dataset.projection(), model.AddData(new_watermark=BASE_TIME),
+        system_time=BASE_TIME + timedelta(seconds=1), data_file=path, records=2, schema=wider,
+    )  # fmt: skip
+    blocks = _stored_blocks(dataset)
+    schemas = [b.event for b, _ in blocks if isinstance(b.event, model.SetDataSchema)]
+    assert len(schemas) == 2 and all(s.schema is None and s.data_schema is not None for s in schemas)
+    assert {v for _, v in blocks} == {2}
+    assert dataset.projection().arrow_schema == wider
