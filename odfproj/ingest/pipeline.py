@@ -73,7 +73,6 @@ from odfproj.engine.types import arrow_schema_from_spark, spark_type_from_arrow
 from odfproj.errors import EngineError, OdfprojError
 from odfproj.ingest.errors import IngestError, UnsupportedSourceError, source_label
 from odfproj.ingest.fetch import POLLING_SOURCE_NAME, FetchedItem, fetch, ingested_glob_files
-from odfproj.ingest.merge import merge
 from odfproj.ingest.prepare import prepare
 from odfproj.ingest.read import ReadError, describe_bad_rows, read_files
 from odfproj.ingest.scratch import scratch_folder
