@@ -54,10 +54,11 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from odfproj import __version__
-from odfproj.errors import InvalidValueError
+from odfproj.errors import InvalidValueError, OdfprojError
 from odfproj.ingest.errors import (
     EventTimeError,
     FetchError,
@@ -71,9 +72,11 @@ from odfproj.ingest.errors import (
     source_label,
 )
 from odfproj.ingest.event_time import resolve_event_time
-from odfproj.ingest.http import HttpSettings, download
 from odfproj.odf import model
 from odfproj.odf.timestamps import format_rfc3339, parse_rfc3339
+
+if TYPE_CHECKING:  # imported by an HTTP fetch only: listing a FilesGlob (plan, a no-op run) needs no httpx
+    from odfproj.ingest.http import HttpSettings
 
 __all__ = [
     "KIND_ETAG",
@@ -86,6 +89,7 @@ __all__ = [
     "fetch",
     "find_container_runtime",
     "ingested_glob_files",
+    "nothing_new",
 ]
 
 #: ``SourceState.sourceName`` of a dataset's one polling source (as the reference implementation).
@@ -190,9 +194,8 @@ def fetch(
         http=http,
         ingested=ingested,
     )
-    cache = getattr(step, "cache", None)
-    if isinstance(cache, model.SourceCachingForever) and prev_state is not None:
-        return FetchResult()  # "after source was processed once it will never be ingested again"
+    if _fetched_for_good(step, prev_state):
+        return FetchResult()
     match step:
         case model.FetchStepUrl():
             return _fetch_url(step, ctx)
@@ -204,6 +207,55 @@ def fetch(
             raise UnsupportedSourceError(f"{ctx.label}: fetch kind Mqtt is not supported by odfproj")
     kind = type(step).__name__.removeprefix("FetchStep")
     raise UnsupportedSourceError(f"{ctx.label}: fetch kind {kind} is not supported by odfproj")
+
+
+def _fetched_for_good(step: model.FetchStep, prev_state: model.SourceState | None) -> bool:
+    """``cache: Forever`` and fetched once: "after source was processed once it will never be ingested again"."""
+    return isinstance(getattr(step, "cache", None), model.SourceCachingForever) and prev_state is not None
+
+
+def nothing_new(
+    step: model.FetchStep,
+    *,
+    dataset: str,
+    source: str,
+    prev_state: model.SourceState | None,
+    project_root: Path,
+    environ: Mapping[str, str],
+    ingested: Collection[str] | None = None,
+) -> bool:
+    """Whether :func:`fetch` would return nothing and say nothing, known without reading or downloading.
+
+    True only when that is certain from what is on this machine: a ``FilesGlob`` whose listing holds no
+    file after the last ingested one and no file it would warn about, a ``file://`` URL whose mtime is
+    the recorded one, a ``cache: Forever`` source fetched once. Anything else is False, and the caller
+    fetches: an HTTP resource (only its server knows), a container, a fetch that would fail or warn (so
+    that the real fetch reports it). ``run`` asks this before it loads the ingest code for a root.
+    """
+    if _fetched_for_good(step, prev_state):
+        return True
+    try:
+        if isinstance(step, model.FetchStepUrl):
+            url = expand_env_templates(step.url, environ, where=source_label(dataset, source))
+            if urlsplit(url).scheme.lower() != "file":
+                return False  # only its server knows
+        elif not isinstance(step, model.FetchStepFilesGlob):
+            return False  # a container: only running it tells
+        # A FilesGlob or file:// fetch only lists and stats files; it writes nothing to its work folder.
+        result = fetch(
+            step,
+            dataset=dataset,
+            source=source,
+            prev_state=prev_state,
+            project_root=project_root,
+            work_dir=Path(project_root),
+            system_time=datetime.now(UTC),
+            environ=environ,
+            ingested=ingested,
+        )
+    except OdfprojError:
+        return False
+    return not result.items and not result.warnings and not result.has_more
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,6 +346,8 @@ def _fetch_http(
     cache: model.SourceCaching | None,
     ctx: _Context,
 ) -> FetchResult:
+    from odfproj.ingest.http import HttpSettings, download
+
     where = f"{ctx.label}: cannot fetch {display}"
     settings = ctx.http
     if settings is None:
