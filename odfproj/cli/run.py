@@ -29,6 +29,8 @@ from odfproj.cli.remote_ws import synced
 from odfproj.engine.session import SparkSessionHolder
 
 if TYPE_CHECKING:
+    from odfproj.plan.model import Plan
+    from odfproj.quality.definitions import TestSuite
     from odfproj.run.run import DatasetRun, RunEvent, RunResult
 
 #: Each dataset status's style, by its value (``run.run.Status``).
@@ -68,17 +70,32 @@ def run(
     each dataset stays valid).
     """
     from odfproj.project.config import spark_settings
-    from odfproj.run.run import run_project
-    from odfproj.run.warm_run import WarmRunRefused, WarmRunRequest, run_on_warm_engine, warm_run_refusal
+    from odfproj.run.run import HandedOff, run_project
+    from odfproj.run.warm_run import (
+        WarmRunRefused,
+        WarmRunRequest,
+        plan_needs_spark,
+        run_on_warm_engine,
+        warm_run_refusal,
+    )
 
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
     config = selection.config()
     settings = spark_settings(config, selection.target, verbose=state.verbose)
     holder = SparkSessionHolder(settings)
     request = selection.request()
-    warm = warm_run_refusal(state.warm, settings, warm_engine(), config, request)
+    warm = warm_run_refusal(state.warm, settings)
     if warm is not None and state.verbose:
         say(f"warm engine not used ({warm}): this run starts a JVM of its own")
+
+    def hand_off(plan: Plan, suite: TestSuite) -> bool:
+        """To the warm engine when the plan needs Spark; a run with nothing to do stays here."""
+        if plan_needs_spark(plan, suite):
+            return True
+        if state.verbose:
+            say("warm engine not used (nothing in this run needs Spark): this run starts no JVM")
+        return False
+
     console = Console(highlight=False)
     live = sys.stdout.isatty()
     view = _LiveView()
@@ -95,18 +112,29 @@ def run(
     }
     with remote, stopped_after(holder), display, graceful_interrupt(on_first) as stop:
         result: RunResult | None = None
-        if warm is None:  # the whole run in the warm engine's server (run.warm_run)
-            answer = run_on_warm_engine(
-                warm_engine(),
-                WarmRunRequest.of(config, request, settings, **options),
-                on_event=on_event,
-                cancel=stop,
-            )
-            if isinstance(answer, WarmRunRefused):
-                if state.verbose:
-                    say(f"warm engine not used ({answer.reason}): this run starts a JVM of its own")
-            else:
-                result = answer
+        if warm is None:
+            try:  # planned here first: a run with nothing to do never reaches the server
+                result = run_project(
+                    config,
+                    request,
+                    holder=holder,
+                    on_event=on_event,
+                    cancel=stop,
+                    hand_off=hand_off,
+                    **options,
+                )
+            except HandedOff:  # the whole run in the warm engine's server (run.warm_run)
+                answer = run_on_warm_engine(
+                    warm_engine(),
+                    WarmRunRequest.of(config, request, settings, **options),
+                    on_event=on_event,
+                    cancel=stop,
+                )
+                if isinstance(answer, WarmRunRefused):
+                    if state.verbose:
+                        say(f"warm engine not used ({answer.reason}): this run starts a JVM of its own")
+                else:
+                    result = answer
         if result is None:
             result = run_project(config, request, holder=holder, on_event=on_event, cancel=stop, **options)
     _summary(console, result)

@@ -37,34 +37,35 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odfproj import __version__
 from odfproj.engine.session import SparkSessionHolder
-from odfproj.engine.spark import SparkEngine
 from odfproj.errors import OdfprojError
-from odfproj.ingest.pipeline import ingest_polling
 from odfproj.odf.timestamps import format_rfc3339
-from odfproj.plan.engine_checks import query_checker
-from odfproj.plan.model import Action, DataStep, Ingest, Plan
-from odfproj.plan.sources import plan_project
+from odfproj.plan.diff import ChainView
+from odfproj.plan.model import Action, DataStep, Ingest, Plan, Transform
+from odfproj.plan.sources import ProjectSnapshot, plan_project
 from odfproj.project.config import ProjectConfig
 from odfproj.project.loader import PlanRequest
-from odfproj.quality.definitions import DataTest, load_suite
-from odfproj.quality.execute import blocking, run_tests
+from odfproj.quality.definitions import DataTest, TestSuite, load_suite
 from odfproj.run.apply import ApplyResult, apply_plan, check_plan
 from odfproj.run.queue import ReadyQueue
 from odfproj.run.runlog import RUN_THREADS, log_path, run_log
+from odfproj.run.uptodate import Heads, UpToDate, UpToDateOutcome
 from odfproj.storage.fsutil import replace_atomic
 from odfproj.storage.update_record import describe_path
 from odfproj.storage.workspace import Workspace
-from odfproj.transform.coordinator import update_derivative
+
+if TYPE_CHECKING:
+    from odfproj.plan.queries import DerivativeCheck
 
 __all__ = [
     "RUN_RESULTS_FILE",
@@ -236,6 +237,10 @@ class RunResult:
         }
 
 
+class HandedOff(Exception):
+    """``hand_off`` took the run: its plan needs Spark. Nothing was written (the log file is removed)."""
+
+
 def run_project(
     config: ProjectConfig,
     request: PlanRequest,
@@ -250,6 +255,7 @@ def run_project(
     cancel: threading.Event | None = None,
     full_refresh: bool = False,
     abort: threading.Event | None = None,
+    hand_off: Callable[[Plan, TestSuite], bool] | None = None,
 ) -> RunResult:
     """Apply the selected definitions, then ingest/transform every selected dataset (see module doc).
 
@@ -259,20 +265,34 @@ def run_project(
     every selected derivative recompute its query over its inputs' whole states (the full path), even
     a stateless or grouped one that would read only the new records. ``abort`` set acts as a second
     Ctrl-C that returns (see the module doc).
+
+    ``hand_off`` is asked, once the plan is made (without the engine) and before anything is written,
+    whether the run needs Spark somewhere else (``run.warm_run``: the warm engine's server): if it says
+    so, :class:`HandedOff` is raised and the caller runs it there; otherwise this run goes on with that
+    plan, so a run with nothing to do is planned once and starts no engine.
     """
     started = datetime.now(UTC)
     clock = time.monotonic()
-    checker = query_checker(SparkEngine(holder)) if validate_queries else None
+    checker = _EngineChecks(holder) if validate_queries else None
     workspace = Workspace(config.workspace(request.target), odf_version=config.odf_version)
     stop = cancel or threading.Event()
     log_file = log_path(workspace.root, started)
     workers = f"{RUN_THREADS}-{uuid.uuid4().hex[:8]}"  # this run's, in its log (see run_log)
-    with workspace.lock(purpose="odfproj run", timeout=lock_timeout), run_log(log_file, workers) as log:
+    lock = workspace.lock(purpose="odfproj run", timeout=lock_timeout)
+    with lock, _removed_if_handed_off(log_file), run_log(log_file, workers) as log:
         log.info(
             "odfproj %s: project %s, target %s", __version__, config.name, config.target(request.target).name
         )
         # Planned under the lock, so no other apply or run can move a chain between plan and apply.
-        plan, snapshot = plan_project(config, request, environ=environ, query_checker=checker)
+        # A run that may be handed off is planned without the engine's checks (they would start one).
+        checks = checker if hand_off is None else None
+        plan, snapshot = plan_project(config, request, environ=environ, query_checker=checks)
+        suite = load_suite(config, snapshot.manifests.by_name)
+        if hand_off is not None:
+            if hand_off(plan, suite):
+                raise HandedOff
+            if plan.has_changes and checker is not None:  # kept here: plan again, with the checks
+                plan, snapshot = plan_project(config, request, environ=environ, query_checker=checker)
         for warning in plan.warnings:
             log.info("warning: %s", warning)
         environ = dict(os.environ) if environ is None else environ
@@ -283,7 +303,6 @@ def run_project(
                 log.info("%s", line)
             _emit(on_event, event)
 
-        suite = load_suite(config, snapshot.manifests.by_name)
         suite.raise_for_problems()  # wrong data test files stop the run before anything is written
         # Refusals stop the run before anything is written (apply_plan checks the plan itself).
         applied: ApplyResult | None = None
@@ -295,22 +314,19 @@ def run_project(
         order = tuple(s.dataset for s in plan.definitions if s.action is not Action.ORPHAN)
         steps = {step.dataset: step for step in plan.data_steps}
         upstream = {n: set(snapshot.graph.upstream(n)) & set(steps) for n in steps}
+        runner = _StepRunner(
+            workspace,
+            holder,
+            config.root,
+            system_time,
+            environ,
+            report,
+            full_refresh,
+            _Chains.of(plan, snapshot),
+        )
 
         def work_on(name: str) -> DatasetRun:
-            view = snapshot.state.views.get(name.lower())
-            ingested = view.ingested_files if view is not None else None
-            outcome = _run_step(
-                workspace,
-                steps[name],
-                holder,
-                config.root,
-                system_time,
-                environ,
-                report,
-                ingested,
-                full_refresh=full_refresh,
-            )
-            return _after_update(outcome, suite.of(name), workspace, holder, report)
+            return _after_update(runner.run(steps[name]), suite.of(name), workspace, holder, report)
 
         def finish(results: Mapping[str, DatasetRun]) -> RunResult:
             result = RunResult(
@@ -327,6 +343,7 @@ def run_project(
                 warnings=plan.warnings,
             )
             write_run_results(result)
+            runner.chains.uptodate.save()
             log.info("%s", result.summary())
             return result
 
@@ -349,6 +366,39 @@ def run_project(
             scheduler.pool.shutdown(wait=True)  # under the lock: the abandoned threads end first
             return aborted
         return finish(results)
+
+
+@contextmanager
+def _removed_if_handed_off(log_file: Path) -> Iterator[None]:
+    """A handed-off run ran nothing here: its log is the one of the process that runs it."""
+    try:
+        yield
+    except HandedOff:
+        log_file.unlink(missing_ok=True)
+        raise
+
+
+class _EngineChecks:
+    """The plan's query checks on this run's engine (``plan.engine_checks``), loaded on the first check:
+    a plan without a created or changed query loads no engine code and starts no engine."""
+
+    def __init__(self, holder: SparkSessionHolder) -> None:
+        self._holder = holder
+        self._checks: Any = None
+
+    def _loaded(self) -> Any:
+        if self._checks is None:
+            from odfproj.engine.spark import SparkEngine
+            from odfproj.plan.engine_checks import query_checker
+
+            self._checks = query_checker(SparkEngine(self._holder))
+        return self._checks
+
+    def __call__(self, check: DerivativeCheck) -> Any:
+        return self._loaded()(check)
+
+    def source_schema(self, dataset: str, source: Any, vocab: Any) -> Any:
+        return self._loaded().source_schema(dataset, source, vocab)
 
 
 def write_run_results(result: RunResult) -> Path:
@@ -462,18 +512,21 @@ def _emit(on_event: Callable[[RunEvent], None] | None, event: RunEvent) -> None:
 
 
 class _AnnouncingHolder:
-    """A dataset's view of the shared holder: calls ``announce`` before waiting for the JVM to start."""
+    """A dataset's view of the shared holder: calls ``announce`` before waiting for the JVM to start,
+    and remembers whether the dataset asked for Spark at all (``asked``)."""
 
     def __init__(self, holder: SparkSessionHolder, announce: Callable[[], None]) -> None:
         self._holder = holder
         self._announce = announce
         self.settings = holder.settings
+        self.asked = False
 
     @property
     def created(self) -> bool:
         return self._holder.created
 
     def get(self) -> Any:
+        self.asked = True
         if not self._holder.created:
             self._announce()
         return self._holder.get()
@@ -482,77 +535,213 @@ class _AnnouncingHolder:
         self._holder.stop()
 
 
-def _run_step(
-    workspace: Workspace,
-    step: DataStep,
-    holder: SparkSessionHolder,
-    project_root: Path,
-    system_time: datetime | None,
-    environ: Mapping[str, str],
-    on_event: Callable[[RunEvent], None] | None,
-    ingested: Collection[str] | None = None,
-    *,
-    full_refresh: bool = False,
-) -> DatasetRun:
-    """Execute one data step of the plan; its failure is its result, never an exception.
+#: What a root whose source has nothing new reports (as ``ingest_polling``'s empty result does).
+UP_TO_DATE = "up to date"
 
-    ``ingested``: for a ``FilesGlob`` root, the files its chain records as ingested, as the plan read
-    them under this run's lock (the chain cannot have moved since), so the chain is walked once.
+
+@dataclass
+class _Chains:
+    """The chain heads this run knows without reading a chain: the plan's (read under this run's lock),
+    except for the datasets this run has moved (``moved``, lower-case names), and the record of what
+    earlier runs found up to date at such heads (:mod:`odfproj.run.uptodate`)."""
+
+    views: Mapping[str, ChainView]
+    by_id: Mapping[str, str]
+    moved: set[str]
+    uptodate: UpToDate
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @staticmethod
+    def of(plan: Plan, snapshot: ProjectSnapshot) -> _Chains:
+        views = snapshot.state.views
+        moved = {s.dataset.lower() for s in plan.definitions if s.has_changes}
+        moved.update(n.lower() for r in plan.renames for n in (r.source, r.dataset))
+        return _Chains(
+            views,
+            {view.dataset_id: name for name, view in views.items()},
+            moved,
+            UpToDate.load(Path(snapshot.workspace)),
+        )
+
+    def heads(self, step: Transform) -> Heads | None:
+        """The derivative's and its inputs' heads, or None when one of them is not known unmoved."""
+        with self.lock:
+            own = step.dataset.lower()
+            if own in self.moved or own not in self.views:
+                return None
+            inputs: dict[str, str] = {}
+            for item in step.inputs:
+                name = self.by_id.get(item.dataset_id or "")
+                if name is None or name in self.moved:
+                    return None
+                inputs[self.views[name].dataset_id] = self.views[name].head
+            return Heads.of(self.views[own].head, inputs)
+
+    def moving(self, dataset: str) -> None:
+        """``dataset``'s step ran: its chain may have moved, so the plan's head of it is no longer known."""
+        with self.lock:
+            self.moved.add(dataset.lower())
+
+
+class _StepRunner:
+    """Executes the data steps of one run; what they share (engine, environment, chains) is kept here.
+
+    A step whose dataset is known to have nothing to do is answered without the ingest or transform code
+    and without an engine: a root whose source :func:`~odfproj.ingest.fetch.nothing_new` clears, a
+    derivative that an earlier run found up to date at the heads it and its inputs have now. Its result
+    is the one the executor gives (the same message, lines and events); only faster.
     """
-    clock = time.monotonic()
-    name, work = step.dataset, _work_of(step)
-    try:
-        _emit(on_event, RunEvent(name, "start", work, step=step))
-        announcing = _AnnouncingHolder(holder, lambda: _emit(on_event, RunEvent(name, "spark", work)))
-        engine = SparkEngine(announcing)  # type: ignore[arg-type]
-        dataset = workspace.open(name)
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        holder: SparkSessionHolder,
+        project_root: Path,
+        system_time: datetime | None,
+        environ: Mapping[str, str],
+        on_event: Callable[[RunEvent], None] | None,
+        full_refresh: bool,
+        chains: _Chains,
+    ) -> None:
+        self.workspace = workspace
+        self.holder = holder
+        self.project_root = project_root
+        self.system_time = system_time
+        self.environ = environ
+        self.on_event = on_event
+        self.full_refresh = full_refresh
+        self.chains = chains
+
+    def run(self, step: DataStep) -> DatasetRun:
+        """Execute one data step of the plan; its failure is its result, never an exception."""
+        clock = time.monotonic()
+        name, work = step.dataset, _work_of(step)
+        try:
+            _emit(self.on_event, RunEvent(name, "start", work, step=step))
+            result = self._known(step) or self._execute(step)
+        except OdfprojError as e:
+            self.chains.moving(name)
+            result = DatasetRun(name, work, Status.ERROR, message=str(e))
+        except Exception as e:  # a bug must not stop the other datasets; it is reported as one
+            self.chains.moving(name)
+            result = DatasetRun(
+                name, work, Status.ERROR, message=f"internal error: {type(e).__name__}: {e} (this is a bug)"
+            )
+        result = replace(result, seconds=time.monotonic() - clock)
+        _emit(self.on_event, RunEvent(name, "finish", work, result))
+        return result
+
+    def _known(self, step: DataStep) -> DatasetRun | None:
+        """The step's result when it is known to have nothing to do, without its executor; else None."""
+        name = step.dataset
         if isinstance(step, Ingest):
+            view = self.chains.views.get(name.lower())
+            if self._source_has_nothing_new(name, view.ingested_files if view is not None else None):
+                return DatasetRun(name, Work.INGEST, Status.SUCCESS, message=UP_TO_DATE)
+            return None
+        heads = self.chains.heads(step) if isinstance(step, Transform) and not self.full_refresh else None
+        known = self.chains.uptodate.outcome(name, heads) if heads is not None else None
+        if known is None:
+            return None
+        return DatasetRun(
+            name,
+            Work.TRANSFORM,
+            Status.SUCCESS,
+            message=known.message,
+            path=known.path,
+            why_full=known.why_full,
+            mode=known.mode,
+            hint=known.hint,
+        )
+
+    def _source_has_nothing_new(self, name: str, ingested: Collection[str] | None) -> bool:
+        from odfproj.ingest.fetch import POLLING_SOURCE_NAME, nothing_new
+
+        projection = self.workspace.open(name).projection()
+        source = projection.set_polling_source
+        return source is not None and nothing_new(
+            source.fetch,
+            dataset=name,
+            source=POLLING_SOURCE_NAME,
+            prev_state=projection.source_states.get(POLLING_SOURCE_NAME),
+            project_root=self.project_root,
+            environ=self.environ,
+            ingested=ingested,
+        )
+
+    def _execute(self, step: DataStep) -> DatasetRun:
+        """The step by its executor (``ingest_polling``, ``update_derivative``), on an engine started
+        only if the step asks for one.
+
+        An ``Ingest`` passes the files the plan read from the chain as ingested (the chain cannot have
+        moved since, under this run's lock), so the chain is walked once.
+        """
+        from odfproj.engine.spark import SparkEngine
+
+        name, work = step.dataset, _work_of(step)
+        heads = self.chains.heads(step) if isinstance(step, Transform) else None
+        announcing = _AnnouncingHolder(
+            self.holder, lambda: _emit(self.on_event, RunEvent(name, "spark", work))
+        )
+        engine = SparkEngine(announcing)  # type: ignore[arg-type]
+        dataset = self.workspace.open(name)
+        if isinstance(step, Ingest):
+            from odfproj.ingest.pipeline import ingest_polling
+
+            view = self.chains.views.get(name.lower())
             polled = ingest_polling(
                 dataset,
                 engine,
-                project_root=project_root,
-                system_time=system_time,
-                environ=environ,
-                ingested=ingested,
+                project_root=self.project_root,
+                system_time=self.system_time,
+                environ=self.environ,
+                ingested=view.ingested_files if view is not None else None,
             )
-            result = DatasetRun(
+            if not polled.up_to_date:
+                self.chains.moving(name)
+            return DatasetRun(
                 name,
                 work,
                 Status.SUCCESS,
                 records_added=polled.records_added,
                 blocks_added=polled.blocks_added,
-                message="up to date" if polled.up_to_date else "",
+                message=UP_TO_DATE if polled.up_to_date else "",
             )
-        else:
-            head_before = dataset.head()
-            outcome = update_derivative(
-                workspace, name, engine, system_time or datetime.now(UTC), full_refresh=full_refresh
-            )
-            blocks = _blocks_since(workspace, name, head_before)
-            # The path the query took (and why full, and what would make it incremental), when it ran.
-            path = describe_path(outcome.mode, outcome.why_full, outcome.query_mode, outcome.hint)
-            note = (outcome.reason or "up to date") if blocks == 0 else path
-            result = DatasetRun(
-                name,
-                work,
-                Status.SUCCESS,
-                records_added=outcome.records,
-                blocks_added=blocks,
-                message=note,
-                path=outcome.mode,
-                why_full=outcome.why_full,
-                mode=outcome.query_mode,
-                hint=outcome.hint,
-            )
-    except OdfprojError as e:
-        result = DatasetRun(name, work, Status.ERROR, message=str(e))
-    except Exception as e:  # a bug must not stop the other datasets; it is reported as one
-        result = DatasetRun(
-            name, work, Status.ERROR, message=f"internal error: {type(e).__name__}: {e} (this is a bug)"
+        from odfproj.transform.coordinator import update_derivative
+
+        head_before = dataset.head()
+        outcome = update_derivative(
+            self.workspace,
+            name,
+            engine,
+            self.system_time or datetime.now(UTC),
+            full_refresh=self.full_refresh,
         )
-    result = replace(result, seconds=time.monotonic() - clock)
-    _emit(on_event, RunEvent(name, "finish", work, result))
-    return result
+        blocks = _blocks_since(self.workspace, name, head_before)
+        # The path the query took (and why full, and what would make it incremental), when it ran.
+        path = describe_path(outcome.mode, outcome.why_full, outcome.query_mode, outcome.hint)
+        note = (outcome.reason or UP_TO_DATE) if blocks == 0 else path
+        result = DatasetRun(
+            name,
+            work,
+            Status.SUCCESS,
+            records_added=outcome.records,
+            blocks_added=blocks,
+            message=note,
+            path=outcome.mode,
+            why_full=outcome.why_full,
+            mode=outcome.query_mode,
+            hint=outcome.hint,
+        )
+        if heads is not None and blocks == 0 and outcome.records == 0 and not announcing.asked:
+            # Decided from the chains alone: at these heads the update finds the same nothing again.
+            known = UpToDateOutcome(note, outcome.mode, outcome.why_full, outcome.query_mode, outcome.hint)
+            self.chains.uptodate.remember(name, heads, known)
+        else:
+            self.chains.uptodate.forget(name)
+        if blocks:
+            self.chains.moving(name)
+        return result
 
 
 def _work_of(step: DataStep) -> Work:
@@ -587,6 +776,9 @@ def _after_update(
     """
     if outcome.status is not Status.SUCCESS or not tests:
         return outcome
+    from odfproj.engine.spark import SparkEngine
+    from odfproj.quality.execute import blocking, run_tests
+
     results = run_tests(tests, workspace, SparkEngine(holder))
     failed = blocking(results)
     records = tuple(r.to_json() for r in results)

@@ -8,6 +8,11 @@ whole request over the server's socket (:func:`run_on_warm_engine`), and the ser
 child session of its classic session, and streams the run's events back. The command prints them as a
 cold run prints its own: the same lines, summary table, results file and exit code.
 
+A run with nothing that needs Spark never reaches the server: the command plans under the workspace
+lock first, without the engine (``run_project``'s ``hand_off``), and when :func:`plan_needs_spark` finds
+nothing (no definition change, no file or source to poll, no unread input record, no data test), it goes
+on with that plan in its own process: planned once, no JVM, no server started or contacted.
+
 What the run sees is the command's, never the server's:
 
 - **settings**: the target's ``spark.sql.*`` settings on a child session (``newSession()``) of its
@@ -45,11 +50,11 @@ from odfproj.engine.warm.client import stream
 from odfproj.engine.warm.lifecycle import WarmEngine
 from odfproj.engine.warm.server import Channel
 from odfproj.errors import OdfprojError
-from odfproj.plan.model import Ingest, Transform
+from odfproj.plan.model import Ingest, Plan, Transform
 from odfproj.plan.sources import plan_project
 from odfproj.project.config import ProjectConfig, load_project
 from odfproj.project.loader import PlanRequest
-from odfproj.quality.definitions import load_suite
+from odfproj.quality.definitions import TestSuite, load_suite
 from odfproj.run.run import RunEvent, RunResult, Status, run_project
 from odfproj.run.runlog import RUN_THREADS
 
@@ -60,6 +65,7 @@ __all__ = [
     "WarmRunRefused",
     "WarmRunRequest",
     "needs_spark",
+    "plan_needs_spark",
     "run_on_warm_engine",
     "warm_run_refusal",
 ]
@@ -150,19 +156,24 @@ class WarmRunRefused:
 def needs_spark(
     config: ProjectConfig, request: PlanRequest, environ: Mapping[str, str] | None = None
 ) -> bool:
-    """Whether a run of ``request`` may need Spark, judged from a plan made without the engine.
-
-    A cold run with nothing to do starts no JVM; a warm one must not start a server for it either, so
-    when no server is running the command asks this first (it plans once more, in a second). Any
-    definition change (a changed query is checked in the engine), a file or source to poll, a
-    derivative with unread input records, or a data test to run counts; a plan that fails is left to
-    the run, which reports it without Spark.
-    """
+    """Whether a run of ``request`` may need Spark, judged from a plan made without the engine
+    (:func:`plan_needs_spark`); a plan that fails is left to the run, which reports it without Spark."""
     try:
         plan, snapshot = plan_project(config, request, environ=environ)
         suite = load_suite(config, snapshot.manifests.by_name)
     except OdfprojError:
         return False
+    return plan_needs_spark(plan, suite)
+
+
+def plan_needs_spark(plan: Plan, suite: TestSuite) -> bool:
+    """Whether running ``plan`` may need Spark: any definition change (a changed query is checked in the
+    engine), a file or source to poll, a derivative with unread input records, or a data test to run.
+
+    ``odfproj run`` asks this of the plan it makes under the workspace lock before anything is written
+    (``run_project``'s ``hand_off``): a run with nothing to do goes on in the command's process, starting
+    no JVM and never contacting the warm engine; any other is handed to the warm engine's server.
+    """
     if plan.has_changes:
         return True
     for step in plan.data_steps:
@@ -175,24 +186,14 @@ def needs_spark(
     return False
 
 
-def warm_run_refusal(
-    flag: bool | None,
-    settings: SparkSettings,
-    engine: WarmEngine,
-    config: ProjectConfig,
-    request: PlanRequest,
-) -> str | None:
+def warm_run_refusal(flag: bool | None, settings: SparkSettings) -> str | None:
     """Why this run does not go to the warm engine, or ``None``: it does unless ``--cold``, CI or
-    ``ODFPROJ_WARM_ENGINE=off`` say so, the target is one the server cannot serve, or no server is
-    running and nothing in the run needs Spark (:func:`needs_spark`: a run with nothing to do starts no
-    JVM, warm or cold)."""
+    ``ODFPROJ_WARM_ENGINE=off`` say so, or the target is one the server cannot serve. Even then a run
+    whose plan needs no Spark stays in the command (:func:`plan_needs_spark`)."""
     choice = warm_choice(flag)
     if not choice.enabled:
         return choice.reason
-    refused = warm_refusal(settings)
-    if refused is None and engine.status() is None and not needs_spark(config, request):
-        return "no server is running and nothing in this run needs Spark"
-    return refused
+    return warm_refusal(settings)
 
 
 def run_on_warm_engine(

@@ -28,7 +28,7 @@ from odfproj.engine.session import SparkSettings
 from odfproj.engine.warm.choice import DIR_ENV, SWITCH_ENV, session_refusal
 from odfproj.engine.warm.client import stream
 from odfproj.engine.warm.lifecycle import WarmEngine
-from odfproj.engine.warm.protocol import ServerInfo
+from odfproj.engine.warm.protocol import USED_STAMP, ServerInfo
 from odfproj.errors import EngineError
 from odfproj.project.config import load_project
 from odfproj.project.loader import PlanRequest
@@ -189,6 +189,30 @@ def test_a_run_with_nothing_to_do_needs_no_spark(tmp_path, monkeypatch) -> None:
     assert code == 0, out
     assert not needs_spark(config, PlanRequest(select=("pushed",)))  # a push-only root: nothing to poll
     assert needs_spark(config, PlanRequest())  # new definitions, files to read
+
+
+def test_a_run_with_nothing_to_do_never_reaches_the_running_server(
+    server, spark, monkeypatch, tmp_path
+) -> None:
+    """The command plans first: with nothing that needs Spark it runs in its own process (no JVM) and
+    prints and writes what a cold run does, and the server's ``used`` stamp stays as it was."""
+    hot, cold = _project(tmp_path / "hot"), _project(tmp_path / "cold")
+    for root in (hot, cold):  # its file fails every run, so that root always has something to read
+        for name in ("bad", "bad.view"):
+            (root / "datasets" / f"{name}.yaml").unlink()
+    monkeypatch.setenv(CITY, "Oslo")
+    cold_run = cli_in(spark, monkeypatch, lambda: cold)
+    assert _warm(server, hot, **{CITY: "Oslo"}).returncode == 0  # the first run has data to read
+    assert cold_run("--cold", "run")[0] == 0
+    used = server.engine.directory / USED_STAMP
+    os.utime(used, (0, 0))
+    done = _warm(server, hot, **{CITY: "Oslo"})
+    code, printed = cold_run("--cold", "run")
+    assert (done.returncode, code) == (0, 0), done.stdout + done.stderr
+    assert used.stat().st_mtime == 0, "a run with nothing to do reached the server"
+    assert "0 record(s) added" in done.stdout
+    assert _lines(done.stdout + done.stderr, hot) == _lines(printed, cold)
+    assert _results(hot) == _results(cold)
 
 
 def test_two_projects_at_once_keep_their_own_settings(server, tmp_path) -> None:
