@@ -59,8 +59,7 @@ def query(
         if changelog or not keyed:
             table = read_changelog(opened, limit=limit or None)
         else:
-            table = read_state(opened, as_at=_as_at(opened, as_at) if as_at else None)
-            table = table.slice(0, limit) if limit else table
+            table = read_state(opened, as_at=_as_at(opened, as_at) if as_at else None, limit=limit or None)
     except IntegrityError as e:  # a damaged data file: name the dataset as well as the file
         raise IntegrityError(f"dataset {opened.name}: {e}") from None
     print_table(table, output_format, op_column=Vocab.of(opened.projection().set_vocab).op)

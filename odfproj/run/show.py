@@ -17,6 +17,7 @@ from odfproj.odf import model
 from odfproj.odf.data_schema import Vocab
 from odfproj.plan.sources import load_workspace_state
 from odfproj.run.run import RUN_RESULTS_FILE
+from odfproj.state.dataset_index import open_state_index
 from odfproj.state.read import read_changelog, read_state
 from odfproj.state.summary import ChainSummary
 from odfproj.storage.workspace import Workspace
@@ -49,8 +50,14 @@ def describe_dataset(workspace: Workspace, name: str, *, rows: int = 5) -> Datas
     dataset = workspace.open(name, recover=False)
     projection = dataset.projection()
     chain = ChainSummary.of(projection)
-    state = read_state(dataset) if chain.primary_key and projection.arrow_schema is not None else None
-    sample = state.slice(0, rows) if state is not None else read_changelog(dataset, limit=rows)
+    index = None
+    if chain.primary_key and projection.arrow_schema is not None:
+        index = open_state_index(dataset, chain.primary_key)
+    # The count is the index's; only the files holding the first rows are read.
+    if index is not None:
+        sample = read_state(dataset, index=index, limit=rows)
+    else:
+        sample = read_changelog(dataset, limit=rows)
     known = load_workspace_state(workspace.root).known_ids()
     return DatasetSummary(
         name=dataset.name,
@@ -59,7 +66,7 @@ def describe_dataset(workspace: Workspace, name: str, *, rows: int = 5) -> Datas
         definition=_definition(projection),
         schema=tuple(projection.schema_ddl() or ()),
         chain=chain,
-        current_rows=state.num_rows if state is not None else None,
+        current_rows=len(index.current) if index is not None else None,
         sample=sample,
         op_column=Vocab.of(projection.set_vocab).op,
         last_run=_last_run(workspace, dataset.name),

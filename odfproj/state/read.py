@@ -26,7 +26,7 @@ from odfproj.state.errors import StateIndexError
 from odfproj.state.index import AsAt, StateIndex, bitmap_to_numpy
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.objects import read_data_file
-from odfproj.storage.slices import data_slices
+from odfproj.storage.slices import data_as_of
 
 
 def read_state(
@@ -36,15 +36,24 @@ def read_state(
     *,
     key_columns: Sequence[str] | None = None,
     index: StateIndex | None = None,
+    limit: int | None = None,
 ) -> pa.Table:
     """The rows valid at the head (``as_at=None``), after a block (hash) or as known at a system time.
 
     ``key_columns`` default to the primary key of the dataset's merge strategy; ``index`` may be
-    passed by a caller that already holds one at the dataset's head.
+    passed by a caller that already holds one at the dataset's head. With ``limit``, only the first
+    rows (in offset order), and only the files that hold them are read.
     """
     schema, parts = state_parts(dataset, columns, as_at, key_columns=key_columns, index=index)
-    tables = list(parts)
-    return pa.concat_tables(tables) if tables else schema.empty_table()
+    tables: list[pa.Table] = []
+    rows = 0
+    for part in parts:
+        if limit is not None and rows >= limit:
+            break
+        tables.append(part)
+        rows += part.num_rows
+    table = pa.concat_tables(tables) if tables else schema.empty_table()
+    return table.slice(0, limit) if limit is not None else table
 
 
 def state_parts(
@@ -82,11 +91,13 @@ def state_parts(
         raise StateIndexError(f"dataset {dataset.name} has no data column {', '.join(map(repr, unknown))}")
     wanted = [vocab.offset, vocab.event_time, *(c for c in selected if c != vocab.event_time)]
     out_schema = pa.schema([schema.field(c) for c in wanted])
-    slices = data_slices(dataset)
+    data = data_as_of(dataset)
+    # Only the files holding a valid row, found by offset in the data index (no chain walk).
+    slices = data.holding(bitmap_to_numpy(valid)) if data is not None else ()
 
     def parts() -> Iterator[pa.Table]:
-        for data in slices:
-            part = read_valid_rows(data.path, out_schema, valid, data.start, data.end)
+        for data_slice in slices:
+            part = read_valid_rows(data_slice.path, out_schema, valid, data_slice.start, data_slice.end)
             if part is not None:
                 yield part
 
@@ -124,12 +135,10 @@ def read_changelog(dataset: Dataset, *, limit: int | None = None, newest: bool =
     schema = projection.arrow_schema
     if schema is None:
         return pa.table({})
-    slices = data_slices(dataset)
-    if newest:
-        slices = slices[::-1]
+    data = data_as_of(dataset)
     parts: list[pa.Table] = []
     rows = 0
-    for data_slice in slices:
+    for data_slice in data.iter_slices(newest=newest) if data is not None else ():
         if limit is not None and rows >= limit:
             break
         table = read_data_file(data_slice.path, schema)

@@ -54,6 +54,9 @@ class Dataset:
         self._projection: ChainProjection | None = None
         #: Projections already parsed by other handles of the same workspace (see ProjectionMemo).
         self._projections = projections
+        #: Records derived from the chain that this handle already read (e.g. ``storage.data_index``),
+        #: by name; each is stamped with the head it reflects and used only at that head.
+        self.memo: dict[str, object] = {}
 
     def __repr__(self) -> str:
         return f"Dataset({self.name!r}, {str(self.path)!r})"

@@ -3,20 +3,27 @@
 Every reader of a dataset's records (the state index and its reads, ingest's merge history, a
 transform's inputs, ``verify --reproduce``) starts from the same question: from a block back to the
 Seed, which data slices are there, which data schema was in effect, what was the watermark. This is
-the one place that walks the chain for it; what to do with the files is the caller's business.
+the one place that answers it (from the data index, :mod:`odfproj.storage.data_index`, so without
+walking the chain); what to do with the files is the caller's business.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
+
+import numpy as np
 
 from odfproj.odf import model
 from odfproj.odf.multiformats import Multihash
 from odfproj.odf.odf_schema import arrow_schema_bytes
+from odfproj.storage.data_index import DataIndex, data_index
 from odfproj.storage.dataset import Dataset
-from odfproj.storage.projection import DATA_EVENTS
+from odfproj.storage.errors import IntegrityError
+from odfproj.storage.layout import DatasetLayout
 
 __all__ = ["DataAsOf", "SliceFile", "data_as_of", "data_slices"]
 
@@ -40,54 +47,95 @@ class SliceFile:
 
 @dataclass(frozen=True)
 class DataAsOf:
-    """A dataset's data as of one block: its slices (oldest first), data schema and watermark then."""
+    """A dataset's data as of one block: its slices (oldest first), data schema and watermark then.
+
+    The slices are read off the data index (:mod:`odfproj.storage.data_index`) when asked for, and
+    only those asked for: a long chain's thousands of slices are never all built for a read of a few.
+    """
 
     block_hash: Multihash
-    slices: tuple[SliceFile, ...]
     #: Arrow schema bytes of the last SetDataSchema at or before the block (``None``: none yet).
     schema: bytes | None
     watermark: datetime | None
+    index: DataIndex = field(repr=False)
+    #: How many slices of the index are at or before the block.
+    count: int
+    layout: DatasetLayout = field(repr=False)
+
+    @cached_property
+    def slices(self) -> tuple[SliceFile, ...]:
+        """Every slice at or before the block, oldest first."""
+        return self._slices(range(self.count))
+
+    def iter_slices(self, *, newest: bool = False) -> Iterator[SliceFile]:
+        """The slices one at a time, oldest (or newest) first: a reader that stops early builds no more."""
+        for position in range(self.count - 1, -1, -1) if newest else range(self.count):
+            yield from self._slices((position,))
 
     def up_to(self, offset: int | None) -> tuple[SliceFile, ...]:
         """The slices holding any record with an offset up to ``offset`` (none for ``None``)."""
+        return self.between(None, offset)
+
+    def between(self, after: int | None, offset: int | None) -> tuple[SliceFile, ...]:
+        """The slices holding any record with an offset in ``(after, offset]`` (``after`` None: from 0)."""
+        return self._slices(self.positions(after, offset))
+
+    def positions(self, after: int | None, offset: int | None) -> range:
+        """Which of :attr:`slices` :meth:`between` gives (by position), without building them."""
         if offset is None:
-            return ()
-        return tuple(s for s in self.slices if s.start <= offset)
+            return range(0)
+        starts, ends = self.index.starts[: self.count], self.index.ends[: self.count]
+        last = int(np.searchsorted(starts, offset, side="right"))
+        first = 0 if after is None else int(np.searchsorted(ends, after, side="right"))
+        return range(first, max(first, last))
+
+    def holding(self, offsets: np.ndarray) -> Iterator[SliceFile]:
+        """The slices holding any of ``offsets`` (ascending), oldest first, built as they are taken."""
+        if not offsets.size:
+            return
+        starts = self.index.starts[: self.count]
+        positions = np.unique(np.searchsorted(starts, offsets, side="right") - 1)
+        for position in positions[positions >= 0].tolist():
+            yield from self._slices((position,))
+
+    def _slices(self, positions: Iterable[int]) -> tuple[SliceFile, ...]:
+        rows = self.index.slice_rows
+        out = []
+        for position in positions:
+            sequence_number = int(rows[position])
+            data = self.index.data_slice(sequence_number)
+            out.append(SliceFile(sequence_number, data, self.layout.data_path(data.physical_hash)))
+        return tuple(out)
 
 
 def data_as_of(dataset: Dataset, block_hash: Multihash | None = None) -> DataAsOf | None:
     """The data at ``block_hash`` (default: the head); ``None`` if the block is not in the chain.
 
-    Walks from the head, so blocks after ``block_hash`` are read but skipped: a rolled-back head
-    leaves newer block files on disk, and only the walk from the head says what is in the chain.
+    Whether the block is in the chain is the index's answer for its sequence number (a rolled-back
+    head leaves newer block files on disk, so a block that can be read is not necessarily in it);
+    only the target block itself is read, and only when it is not the head.
     """
-    target = block_hash if block_hash is not None else dataset.head()
-    if target is None:
-        return None
-    started = False
-    schema: bytes | None = None
-    watermark: datetime | None = None
-    watermark_known = False
-    slices: list[SliceFile] = []
-    for current, block in dataset.iter_blocks():
-        if not started:
-            if current != target:
-                continue
-            started = True
-        event = block.event
-        if isinstance(event, model.SetDataSchema) and schema is None:
-            schema = arrow_schema_bytes(event)
-        elif isinstance(event, DATA_EVENTS):
-            if not watermark_known:
-                # Once set, every data event carries the watermark: the latest one is the watermark.
-                watermark, watermark_known = event.new_watermark, True
-            if event.new_data is not None:
-                path = dataset.layout.data_path(event.new_data.physical_hash)
-                slices.append(SliceFile(block.sequence_number, event.new_data, path))
-    if not started:
-        return None
-    slices.reverse()
-    return DataAsOf(target, tuple(slices), schema, watermark)
+    index = data_index(dataset)
+    if block_hash is None or block_hash == index.head:
+        sequence_number = index.block_count - 1
+        target = index.head
+    else:
+        try:
+            sequence_number = dataset.get_block(block_hash).sequence_number
+        except IntegrityError:
+            return None
+        if sequence_number >= index.block_count or index.block_hash(sequence_number) != block_hash.to_bytes():
+            return None
+        target = block_hash
+    projection = dataset.projection()
+    schema = None
+    for definition in projection.definition_events:
+        if definition.sequence_number > sequence_number:
+            break
+        if isinstance(definition.event, model.SetDataSchema):
+            schema = arrow_schema_bytes(definition.event)
+    count = int(np.searchsorted(index.slice_rows, sequence_number, side="right"))
+    return DataAsOf(target, schema, index.watermark_at(sequence_number), index, count, dataset.layout)
 
 
 def data_slices(dataset: Dataset) -> tuple[SliceFile, ...]:
