@@ -14,6 +14,14 @@ def log(
     oneline: bool = typer.Option(
         False, "--oneline", help="One line per block: hash, sequence, kind, summary."
     ),
+    limit: int = typer.Option(
+        20,
+        "--limit",
+        "-n",
+        min=0,
+        help="Show the newest N blocks (0: all); only the blocks shown are read.",
+        metavar="N",
+    ),
     workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP, metavar="DIR"),
     project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP, metavar="DIR"),
 ) -> None:
@@ -24,7 +32,13 @@ def log(
 
     opened = resolve_workspace(workspace, project).open(dataset)
     first = True
+    shown = 0
     for block_hash, block in opened.iter_blocks():
+        if limit and shown == limit:
+            older = block.sequence_number + 1
+            typer.echo(f"... {older} older block(s); --limit 0 shows all, -n N the newest N")
+            break
+        shown += 1
         kind = event_kind(block.event)
         summary = summarize(block.event)
         if oneline:
