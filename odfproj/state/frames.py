@@ -27,6 +27,7 @@ from odfproj.errors import OdfprojError
 from odfproj.odf.arrow_schema import decode_arrow_schema
 from odfproj.odf.data_schema import EVENT_TIME, Op, Vocab
 from odfproj.odf.multiformats import Multihash
+from odfproj.state.compacted import COMPACT_ABOVE, compacted_copy
 from odfproj.state.dataset_index import open_state_index
 from odfproj.state.errors import DataReadError
 from odfproj.state.index import StateIndex
@@ -34,7 +35,7 @@ from odfproj.state.projections import renamed
 from odfproj.state.read import state_parts
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.projection import ChainProjection
-from odfproj.storage.slices import data_as_of, data_slices
+from odfproj.storage.slices import data_as_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -62,6 +63,8 @@ class ChangelogView:
     offset: int | None
     #: The data schema in effect at ``block_hash`` (``None`` before any SetDataSchema).
     schema: pa.Schema | None
+    #: The files holding the records: the chain's own data files, or for a view of many of them, the
+    #: parts of the compacted copy (``state.compacted``) that hold them (and maybe other records).
     data_paths: tuple[Path, ...]
     watermark: datetime | None
     #: Only records after this offset (``None``: from the first record): a slice of new records.
@@ -92,8 +95,28 @@ def changelog_between(
     if data is None:
         raise DataReadError(f"dataset {dataset.name}: block {block_hash} is not in its metadata chain")
     schema = decode_arrow_schema(data.schema) if data.schema is not None else None
-    paths = tuple(s.path for s in data.up_to(offset) if after is None or s.end > after)
+    paths = _compacted_paths(dataset, len(data.positions(after, offset)), after, offset)
+    if paths is None:
+        paths = tuple(s.path for s in data.between(after, offset))
     return ChangelogView(dataset, block_hash, offset, schema, paths, data.watermark, after)
+
+
+def _compacted_paths(
+    dataset: Dataset, files: int, after: int | None, offset: int | None
+) -> tuple[Path, ...] | None:
+    """The compacted copy's parts holding the records in ``(after, offset]``, when the chain has more
+    than :data:`COMPACT_ABOVE` files of them and the copy can be brought to the head; else ``None``.
+
+    The parts may hold records outside the interval (a part is read whole): every reader of a view
+    filters by offset (:func:`read_changelog_frame`), under the view's schema, so it reads the same
+    records either way.
+    """
+    if files <= COMPACT_ABOVE or offset is None:
+        return None
+    copy = compacted_copy(dataset)
+    if copy is None or copy.last_offset is None or copy.last_offset < offset:
+        return None
+    return copy.paths(after, offset)
 
 
 def only_appends(view: ChangelogView) -> bool:
@@ -168,10 +191,11 @@ def read_history(
     """Every record of ``dataset`` (standard system column names), or ``None`` before any data."""
     if not projection.has_data or projection.last_offset is None:
         return None
-    paths = [str(s.path) for s in data_slices(dataset)]
-    if not paths:
+    view = changelog_as_of(dataset, projection.head, projection.last_offset)
+    if not view.data_paths:
         return None
-    history = session.read.option("mergeSchema", "true").parquet(*paths)
+    history = session.read.option("mergeSchema", "true").parquet(*(str(p) for p in view.data_paths))
+    history = history.where(column(vocab.offset) <= literal(projection.last_offset))  # a copy may hold more
     return renamed(history, vocab.to_standard())
 
 
