@@ -14,6 +14,7 @@ from typing import Any
 from odfproj.odf import model
 from odfproj.plan.apply_record import APPLY_RECORD, applied_sequence_number
 from odfproj.plan.diff import WRITTEN_BY_DATA, ChainView
+from odfproj.plan.view_cache import ViewCache
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.projection import ChainProjection, event_kind
 from odfproj.storage.update_record import read_update_record
@@ -47,33 +48,46 @@ def load_workspace_state(root: Path, names: Collection[str] | None = None) -> Wo
     listed = workspace.list_datasets()
     read = tuple(n for n in listed if wanted is None or n.lower() in wanted)
     views: dict[str, ChainView] = {}
+    cache = ViewCache.open(root, len(listed))
     for name in read:
         dataset = workspace.open(name, recover=False)
-        projection = dataset.projection()
-        applied = applied_sequence_number(dataset.read_info(APPLY_RECORD))
-        foreign = ()
-        if applied is not None:
-            foreign = tuple(
-                f"{event_kind(d.event)} (block {d.sequence_number})"
-                for d in projection.definition_events
-                if d.sequence_number > applied and event_kind(d.event) not in WRITTEN_BY_DATA
-            )
-        views[name.lower()] = ChainView(
-            dataset_id=projection.dataset_id.as_did_str(),
-            kind=projection.kind,
-            head=projection.head.to_multibase(),
-            has_data=projection.has_data,
-            definition_events=tuple(d.event for d in projection.definition_events),
-            foreign_events=foreign,
-            last_offset=projection.last_offset,
-            input_offsets=MappingProxyType(
-                {did.as_did_str(): pos.new_offset for did, pos in projection.inputs.items()}
-            ),
-            schema_bytes=projection.schema,
-            last_update=read_update_record(dataset, projection) if projection.set_transform else None,
-            **_files_glob_progress(dataset, projection),
-        )
+        key = name.lower()
+        stamp = cache.stamp(dataset)
+        view = cache.get(key, stamp)
+        if view is None:
+            view = _view_of(dataset)
+            cache.put(key, stamp, view)
+        views[key] = view
+    cache.save(keep=[n.lower() for n in listed] if names is None else None)
     return WorkspaceState(MappingProxyType(views), read, len(listed))
+
+
+def _view_of(dataset: Dataset) -> ChainView:
+    """The dataset's chain as the planner sees it, read from its projection and ``info/`` records."""
+    projection = dataset.projection()
+    applied = applied_sequence_number(dataset.read_info(APPLY_RECORD))
+    foreign = ()
+    if applied is not None:
+        foreign = tuple(
+            f"{event_kind(d.event)} (block {d.sequence_number})"
+            for d in projection.definition_events
+            if d.sequence_number > applied and event_kind(d.event) not in WRITTEN_BY_DATA
+        )
+    return ChainView(
+        dataset_id=projection.dataset_id.as_did_str(),
+        kind=projection.kind,
+        head=projection.head.to_multibase(),
+        has_data=projection.has_data,
+        definition_events=tuple(d.event for d in projection.definition_events),
+        foreign_events=foreign,
+        last_offset=projection.last_offset,
+        input_offsets=MappingProxyType(
+            {did.as_did_str(): pos.new_offset for did, pos in projection.inputs.items()}
+        ),
+        schema_bytes=projection.schema,
+        last_update=read_update_record(dataset, projection) if projection.set_transform else None,
+        **_files_glob_progress(dataset, projection),
+    )
 
 
 def _files_glob_progress(dataset: Dataset, projection: ChainProjection) -> dict[str, Any]:

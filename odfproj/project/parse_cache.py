@@ -22,7 +22,7 @@ cannot plant a cache file that would make a broken manifest pass. The file holds
 headed by a digest of its body: a corrupt, truncated or stale file is ignored (and replaced), and what
 it holds is data that ``from_data`` rebuilds strictly (nothing in it is executed). A project of fewer
 than ``MIN_MANIFESTS`` manifests loads in a few tens of milliseconds and is not cached at all.
-``ODFPROJ_PARSE_CACHE=off`` turns the cache off; without a writable cache folder nothing is cached.
+``ODFPROJ_CACHE=off`` turns it off; without a writable cache folder nothing is cached.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
@@ -43,39 +43,53 @@ from odfproj.odf.model import DatasetSnapshot
 from odfproj.odf.yaml_codec import from_data, to_data
 from odfproj.project.render import RenderContext, has_jinja
 
-__all__ = ["CACHE_ENV", "MIN_MANIFESTS", "ParseCache", "cache_file", "code_fingerprint"]
+__all__ = ["CACHE_ENV", "MIN_MANIFESTS", "ParseCache", "cache_enabled", "code_fingerprint", "user_cache_file"]
 
-#: ``off`` disables the cache (reads and writes).
-CACHE_ENV = "ODFPROJ_PARSE_CACHE"
+#: ``off`` disables the caches of plan and validate (this one and ``plan.view_cache``).
+CACHE_ENV = "ODFPROJ_CACHE"
 #: Smaller projects load fast enough without it (and leave no file behind).
 MIN_MANIFESTS = 100
 #: Bumped when the file's layout changes.
 FORMAT = 1
-#: Packages whose behaviour decides what a manifest loads as.
+#: The code loading depends on: odfproj's sub-packages, and the libraries that render, parse and validate.
+_CODE = ("odf", "project", "resources/schemas")
 _LIBRARIES = ("jinja2", "yaml", "jsonschema")
 
 
-def cache_file(root: Path, environ: Mapping[str, str]) -> Path:
-    """The cache file of the project folder ``root`` (resolved)."""
-    home = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    name = hashlib.blake2b(str(root).encode(), digest_size=16).hexdigest()
-    return Path(home) / "odfproj" / "parse" / f"{name}.json"
+def cache_enabled(items: int, minimum: int) -> bool:
+    """Whether a cache of ``items`` pays (``minimum`` or more) and is not turned off with ``CACHE_ENV``."""
+    return items >= minimum and os.environ.get(CACHE_ENV, "").strip().lower() not in (
+        "off",
+        "0",
+        "false",
+        "no",
+    )
 
 
-def code_fingerprint() -> str:
-    """odfproj's version and the size and mtime of the code and schemas loading depends on.
+def user_cache_file(area: str, folder: Path, suffix: str) -> Path:
+    """This user's cache file of ``area`` for ``folder`` (resolved), under ``$XDG_CACHE_HOME/odfproj``.
+
+    Raises ``RuntimeError`` or ``KeyError`` when there is no home folder to keep it in.
+    """
+    home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    name = hashlib.blake2b(str(folder).encode(), digest_size=16).hexdigest()
+    return Path(home) / "odfproj" / area / f"{name}{suffix}"
+
+
+def code_fingerprint(subpackages: Sequence[str] = _CODE, libraries: Sequence[str] = _LIBRARIES) -> str:
+    """odfproj's version and the size and mtime of every file of ``subpackages`` and of ``libraries``.
 
     A stat per file (no reading), so it costs well under a millisecond; any edit or reinstall changes it.
     """
     package = Path(odfproj.__file__).parent
     parts = [f"format {FORMAT}", f"odfproj {odfproj.__version__}"]
-    for folder in (package / "odf", package / "project", package / "resources" / "schemas"):
+    for folder in subpackages:
         try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            entries = sorted(os.scandir(package / folder), key=lambda e: e.name)
         except OSError:
             continue
         parts.extend(_stat_line(Path(e.path)) for e in entries if e.is_file())
-    for library in _LIBRARIES:
+    for library in libraries:
         spec = find_spec(library)
         parts.append(_stat_line(Path(spec.origin)) if spec and spec.origin else f"{library} none")
     return hashlib.blake2b("\n".join(parts).encode(), digest_size=20).hexdigest()
@@ -125,11 +139,10 @@ class ParseCache:
 
         ``odf_version`` (the workspace's) decides how newer ODF forms load, so it is part of every key.
         """
-        env = os.environ  # the cache's own settings; the render inputs are the context's
-        if manifests < MIN_MANIFESTS or env.get(CACHE_ENV, "").strip().lower() in ("off", "0", "false", "no"):
+        if not cache_enabled(manifests, MIN_MANIFESTS):
             return cls(Path(), False)
         try:
-            file = cache_file(root.resolve(), env)
+            file = user_cache_file("parse", root.resolve(), ".json")
         except (RuntimeError, KeyError):  # no home folder to keep it in
             return cls(Path(), False)
         cache = cls(file, True, code_fingerprint(), render_fingerprint(context), odf_version)
