@@ -43,6 +43,7 @@ from odfproj.engine.packages import (
     sedona,
 )
 from odfproj.engine.sql_policy import GIS_FUNCTION_NAMES, is_gis_name, unknown_gis_function
+from odfproj.odf import model
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -53,6 +54,7 @@ __all__ = [
     "ensure_gis",
     "geometry_from_geojson",
     "gis_functions_in",
+    "gis_refusals",
     "plain_geometry",
     "unknown_gis_functions",
 ]
@@ -85,6 +87,12 @@ def unknown_gis_functions(queries: Iterable[str]) -> list[str]:
         for n in gis_functions_in(queries)
         if is_gis_name(n) and n.lower() not in allowed
     ]
+
+
+def gis_refusals(transform: model.TransformSql) -> list[str]:
+    """:func:`unknown_gis_functions` of every query of ``transform`` (``query`` or its ``queries``)."""
+    queries = [transform.query] if transform.query is not None else [q.query for q in transform.queries or ()]
+    return unknown_gis_functions(queries)
 
 
 # --- the compatibility class ----------------------------------------------------------------------------

@@ -124,12 +124,16 @@ def check_queries(
     even when no preprocess query changed (otherwise such a root starts no engine).
     """
     from odfproj.engine.dialects import UntranslatableQueryError, to_spark
+    from odfproj.engine.gis import gis_refusals
 
     for label, transform in sql_transforms(snapshot):
         try:
             to_spark(transform)
         except UntranslatableQueryError as e:
             return CheckedStep(_refused(step, f"the {label} query cannot run: {e}"))
+        unknown = gis_refusals(transform)  # no JVM: a misspelt ST_ function is reported even without one
+        if unknown:
+            return CheckedStep(_refused(step, f"the {label} query cannot run: {unknown[0]}"))
     definition = fold(snapshot.metadata)  # once: both checks read the current definition
     if snapshot.kind == model.DatasetKind.Root:
         return _check_sources(step, definition, own, checker, needed)
