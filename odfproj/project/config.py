@@ -24,7 +24,7 @@ from odfproj.engine.settings import check_spark_conf, check_spark_master, target
 from odfproj.errors import OdfprojError
 from odfproj.odf.odf_versions import DEFAULT_ODF_VERSION
 from odfproj.odf.yaml_source import check_yaml_limits
-from odfproj.project.boundary import glob_refusal, path_refusal
+from odfproj.project.boundary import FolderResolver, glob_refusal, path_refusal
 from odfproj.project.env import EnvPolicy, parse_env_section
 from odfproj.project.moves import Move, parse_moves
 from odfproj.remote.location import is_remote_workspace, remote_cache_dir
@@ -141,23 +141,25 @@ class ProjectConfig:
         ``**/*.yaml`` glob would otherwise pick them up. Files that resolve outside the project are listed: readers
         refuse them with ``refusal`` so the user learns about them.
         """
-        excluded_dirs = (self.workspace(), self.macro_dir.resolve())
+        # Folder prefixes, compared as text: ten thousand manifests would build ten Paths each otherwise.
+        excluded_dirs = tuple(f"{d}{os.sep}" for d in (self.workspace(), self.macro_dir.resolve()))
         config_file = self.config_path.resolve()
         tests = set(self._matching(self.test_globs))
+        resolve = FolderResolver()
         found: set[Path] = set()
         for pattern in self.manifest_globs:
             for path in self.root.glob(pattern):
                 if not path.is_file() and not path.is_symlink():  # broken links and loops get reported
                     continue
                 try:
-                    resolved = path.resolve()
+                    resolved = resolve(path)
                 except (OSError, RuntimeError):  # a symlink loop: readers refuse it by name
                     found.add(path)
                     continue
                 if (
                     resolved != config_file
                     and path not in tests
-                    and not any(d in resolved.parents for d in excluded_dirs)
+                    and not str(resolved).startswith(excluded_dirs)
                 ):
                     found.add(path)
         return sorted(found)
