@@ -12,10 +12,19 @@ Why it is done this way:
   each partition, the driver takes the prefix sums of those few numbers, and every row's offset is
   ``monotonically_increasing_id()`` (partition id << 33 plus its row number in the partition) shifted by
   its partition's base. The offsets depend only on the order, never on how Spark split the rows.
+- **No checkpoint for a scan.** Records that a recomputation gives back in the same partitions and
+  order (a file scan, as the read phase makes it) are not pinned: the count job scans them (a CSV
+  count parses no value) and the write scans them again, which costs less than storing and re-reading
+  every row (``number_rows(deterministic=True)``; measured in bench/README.md, issue 36). Should a scan
+  ever come back otherwise, the file checks below refuse the batch: nothing is committed.
 - **Files cut on a fixed grid.** File ``k`` holds offsets ``first + k*rows_per_file`` onwards, whatever
-  the partitioning: records are range-partitioned on ``k`` (equal keys never split) and written with
-  ``maxRecordsPerFile = rows_per_file``, so only the last file is short and every cut falls on the grid.
-  A batch that fits one file is written by one task from the checkpoint (no shuffle).
+  the partitioning: each task writes its rows of cell ``k`` to a file of its own (a partitioned write
+  on ``k`` with concurrent writers, so no shuffle and no sort: a task's rows are in offset order), and
+  the cells that two tasks share (at most one per partition boundary) are joined by the driver in
+  offset order, with the writer of :mod:`odfproj.engine.driver_slices`. Only the last file is short and
+  every cut falls on the grid. Columns the driver does not write as Spark does (nested types, a codec
+  pyarrow lacks) take the older way: records range-partitioned on ``k`` and written with
+  ``maxRecordsPerFile = rows_per_file``. A batch that fits one file is written by one task (no shuffle).
 - **Declared types.** Columns are cast in Spark to the types the caller declares before writing; the
   system columns are non-null and every other column is nullable (see :func:`nullable`).
 
@@ -29,12 +38,16 @@ import tempfile
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from odfproj.engine.columns import column
+from odfproj.engine.driver_slices import driver_codec, driver_writable
+from odfproj.engine.types import arrow_schema_from_spark
 from odfproj.errors import EngineError
 
 if TYPE_CHECKING:
@@ -62,6 +75,11 @@ _FILE = "__odfproj_file"
 _COUNT = "__odfproj_count"
 #: ``monotonically_increasing_id()`` puts the partition index above bit 33.
 _PARTITION_SHIFT = 33
+#: Spark's setting for the files one task of a partitioned write keeps open without sorting its rows;
+#: past it Spark sorts the rest (slower, same files). A task's rows meet a handful of cells at the default
+#: records-per-file limit, so a few writers are enough.
+CONCURRENT_WRITERS_KEY = "spark.sql.maxConcurrentOutputFileWriters"
+_CONCURRENT_WRITERS = 16
 
 
 def rows_per_file(conf: Mapping[str, str]) -> int:
@@ -101,7 +119,12 @@ def _offset_deltas(counts: dict[int, int], first: int) -> dict[int, int]:
 
 
 def number_rows(
-    records: DataFrame, offset_column: str, first: int, aggregates: Mapping[str, Column] | None = None
+    records: DataFrame,
+    offset_column: str,
+    first: int,
+    aggregates: Mapping[str, Column] | None = None,
+    *,
+    deterministic: bool = False,
 ) -> Numbered:
     """``records`` (in offset order) with a dense ``offset_column`` from ``first`` as the first column.
 
@@ -111,11 +134,15 @@ def number_rows(
     pins them (every partition, since the count reads all of them): an eager checkpoint would be a
     job of its own that only computes what the count then reads again (measured on bench_dag's
     50-dataset run: one job less per numbered batch, 130 jobs in all).
+
+    ``deterministic``: every computation of ``records`` gives the same rows in the same partitions and
+    order (a file scan with no shuffle above it), so they are not pinned at all; the count then reads
+    only the columns the aggregates need.
     """
     from pyspark.sql import functions as F
 
     aggregates = dict(aggregates or {})
-    stable = records.localCheckpoint(eager=False)
+    stable = records if deterministic else records.localCheckpoint(eager=False)
     rows = (
         stable.groupBy(F.spark_partition_id().alias(_PARTITION))
         .agg(F.count(F.lit(1)).alias(_COUNT), *(value.alias(name) for name, value in aggregates.items()))
@@ -175,16 +202,24 @@ def write_slices(
     name = offset_column or numbered.offset_column
     offset = column(name)
     try:
+        grid = F.floor((offset - F.lit(numbered.first)) / F.lit(limit)).cast("long")
+        codec = driver_codec(out)
         if limit <= 0 or numbered.count <= limit:
             # The option always, so a session-wide maxRecordsPerFile cannot cut the one file.
             out.coalesce(1).write.mode("overwrite").option("maxRecordsPerFile", "0").parquet(str(written))
+            slices = _slices_of(sorted(written.glob("part-*.parquet")), name)
+        elif codec is not None and driver_writable(arrow_schema_from_spark(out.schema)):
+            _allow_concurrent_writers(out)
+            cells = out.withColumn(_FILE, grid).write.mode("overwrite").partitionBy(_FILE)
+            cells.option("maxRecordsPerFile", "0").parquet(str(written))
+            slices = [_joined(cell, name, codec) for cell in sorted(written.glob(f"{_FILE}=*"))]
+            slices = sorted((s for s in slices if s is not None), key=lambda s: s.first)
         else:
             files = -(-numbered.count // limit)
-            grid = F.floor((offset - F.lit(numbered.first)) / F.lit(limit)).cast("long")
             cut = out.withColumn(_FILE, grid).repartitionByRange(files, F.col(_FILE))
             cut = cut.sortWithinPartitions(offset).drop(_FILE)
             cut.write.mode("overwrite").option("maxRecordsPerFile", str(limit)).parquet(str(written))
-        slices = _slices_of(sorted(written.glob("part-*.parquet")), name)
+            slices = _slices_of(sorted(written.glob("part-*.parquet")), name)
         _check_grid(slices, numbered, limit)
         named = []
         for i, piece in enumerate(slices):
@@ -196,6 +231,39 @@ def write_slices(
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise
+
+
+def _allow_concurrent_writers(out: DataFrame) -> None:
+    """Let a task of a partitioned write keep its cells' files open instead of sorting its rows by cell.
+
+    A session setting (Spark reads it when planning a write): set once, never unset, since a
+    concurrent thread's write may be planning with it. It only changes partitioned writes, which
+    odfproj makes nowhere else; a target that set its own value keeps it.
+    """
+    conf = out.sparkSession.conf
+    if int(str(conf.get(CONCURRENT_WRITERS_KEY, "0") or "0")) <= 0:
+        conf.set(CONCURRENT_WRITERS_KEY, str(_CONCURRENT_WRITERS))
+
+
+def _joined(cell: Path, offset_column: str, codec: str) -> WrittenSlice | None:
+    """One grid cell's file: the one piece a task wrote, or the pieces of the tasks that shared it, joined.
+
+    The pieces must follow each other (each holds consecutive offsets, and the next starts right after);
+    they are joined in offset order into one file with the schema Spark gave them.
+    """
+    pieces = _slices_of(sorted(cell.glob("part-*.parquet")), offset_column)
+    if len(pieces) <= 1:
+        return pieces[0] if pieces else None
+    for before, after in pairwise(pieces):
+        if after.first != before.last + 1:
+            raise EngineError(
+                f"Spark wrote offsets {before.first}..{before.last} and {after.first}..{after.last} for one "
+                "data file; nothing was committed"
+            )
+    tables = [pq.ParquetFile(p.path).read() for p in pieces]
+    joined = cell / "joined.parquet"
+    pq.write_table(pa.concat_tables(tables), str(joined), compression=codec)
+    return WrittenSlice(joined, pieces[0].first, sum(p.count for p in pieces))
 
 
 def _slices_of(parts: list[Path], offset_column: str) -> list[WrittenSlice]:

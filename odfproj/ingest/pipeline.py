@@ -284,6 +284,7 @@ def _ingest_item(
                     system_time=system_time,
                     work_dir=work,
                     paths=paths,
+                    scanned=source.preprocess is None,
                 )
     finally:
         if prepared.temporary:
@@ -360,12 +361,15 @@ def commit_batch(
     system_time: datetime | None,
     work_dir: Path,
     paths: Mapping[str, str] | None = None,
+    scanned: bool = False,
 ) -> CommittedItem | None:
     """Merge ``batch`` (read and preprocessed) into ``dataset`` and commit it; ``None`` if nothing changed.
 
     ``event_time`` is the fallback event time when the data has no event-time column (``None``: the
     system time). Every error names the dataset, ``source`` and ``display_name``; ``paths`` maps
     local (temporary) file paths to the names to show instead, for errors of a lazily read batch.
+    ``scanned``: ``batch`` is the read phase's file scan itself (no preprocess), so every computation
+    of it gives the same rows in the same order and records kept in its order need no checkpoint.
     """
     from pyspark.sql import functions as F
 
@@ -392,7 +396,8 @@ def commit_batch(
             history = read_history(engine.session, dataset, projection, vocab)
         columns = batch.columns
         plain = len(set(columns)) == len(columns) and not {OFFSET, OP, SYSTEM_TIME} & set(columns)
-        if isinstance(merge_strategy, model.MergeStrategyAppend) and not from_data and plain:
+        in_batch_order = isinstance(merge_strategy, model.MergeStrategyAppend) and not from_data and plain
+        if in_batch_order:
             # Every row has the same event time, so Append's stable sort by event time keeps the
             # batch's own order: skip the single-partition sort (same rows, same offsets).
             records = batch.select(
@@ -415,7 +420,13 @@ def commit_batch(
         if collected is not None:
             count, per_partition = collected.num_rows, (_driver_aggregates(collected),)
         else:
-            numbered = number_rows(records, OFFSET, first, _batch_aggregates(records, final, vocab))
+            numbered = number_rows(
+                records,
+                OFFSET,
+                first,
+                _batch_aggregates(records, final, vocab),
+                deterministic=scanned and in_batch_order,
+            )
             count, per_partition = numbered.count, numbered.per_partition
         _check_not_null(per_partition, final, where)
         watermark = _new_watermark(projection.watermark, per_partition, records)

@@ -81,3 +81,53 @@ def test_the_same_snapshots_cut_into_two_record_files_give_the_same_state(spark,
         assert written.remove_metadata().equals(declared), (written, declared)
     # Every block of a batch carries the batch's source state, so the glob knows the file was read.
     assert cut_blocks[3].event.new_source_state == data_blocks(whole)[0].event.new_source_state
+
+
+APPEND = model.SetPollingSource(
+    fetch=model.FetchStepFilesGlob(path="data/rows.csv"),
+    read=model.ReadStepCsv(header=True, schema=("id BIGINT", "name STRING")),
+    merge=model.MergeStrategyAppend(),
+)
+
+
+def test_a_scanned_csv_gives_the_same_blocks_however_spark_splits_and_writes_it(spark, project, ws) -> None:
+    """An Append of a plain CSV is numbered from its scan (no checkpoint) and cut without a shuffle.
+
+    The same file read as one partition, as many (so that tasks share the cells of seven records,
+    whose pieces the driver joins), and through the older writer (a codec only Spark writes: range
+    shuffle, one task per file) must give the same offsets and the same logical hashes, block by block.
+    """
+    (project / "data" / "rows.csv").write_text("id,name\n" + "".join(f"{i},name-{i}\n" for i in range(60)))
+    runs = {"one partition": {}, "many partitions": {"spark.sql.files.maxPartitionBytes": "200"}}
+    runs["the older writer"] = {**runs["many partitions"], "spark.sql.parquet.compression.codec": "lz4"}
+    blocks = {}
+    for name, conf in runs.items():
+        for key, value in conf.items():
+            spark.conf.set(key, value)
+        try:
+            if name == "many partitions":
+                from odfproj.ingest.read import read_files
+
+                scan = read_files(spark, APPEND.read, [project / "data" / "rows.csv"], materialize=False)
+                assert scan.rdd.getNumPartitions() > 3
+            dataset = ws.create(
+                name.replace(" ", "-"), model.DatasetKind.Root, events=[APPEND], system_time=T0
+            )
+            engine = SparkEngine(RecordingHolder(spark), rows_per_file=7)  # type: ignore[arg-type]
+            result = ingest_polling(dataset, engine, project_root=project, system_time=T0.replace(minute=1))
+        finally:
+            for key in conf:
+                spark.conf.unset(key)
+        assert result.records_added == 60 and verify_dataset(dataset) == []
+        table = records(dataset)
+        assert table.column("offset").to_pylist() == list(range(60))
+        assert table.column("id").to_pylist() == list(range(60))
+        declared = dataset.projection().arrow_schema
+        for block in data_blocks(dataset):
+            written = pq.read_schema(dataset.layout.data_path(block.event.new_data.physical_hash))
+            assert written.remove_metadata().equals(declared), (written, declared)
+        blocks[name] = [
+            (b.event.new_data.offset_interval, b.event.new_data.logical_hash) for b in data_blocks(dataset)
+        ]
+    assert len(blocks["one partition"]) == 9  # 8 files of 7 records and one of 4
+    assert blocks["many partitions"] == blocks["one partition"] == blocks["the older writer"]
