@@ -2,10 +2,11 @@
 
 What it measures (``--rows``, default 20,000,000 rows of id BIGINT, name STRING, value DOUBLE, city STRING):
 
-* **Append** and **Snapshot** ingest of the CSV (``ingest_polling``: FilesGlob, FAILFAST read, merge,
-  offsets by per-partition counts, files written by Spark tasks, streamed hashes, one atomic commit),
-  interleaved with plain ``spark.read.csv(...).write.parquet(...)`` of the same file (A, B, A, B ...:
-  the machine is shared, so the ratio is taken between neighbours in one run).
+* **Append**, **Ledger** (``primaryKey: [id]``) and **Snapshot** (``primaryKey: [id]``) ingest of the CSV
+  into an empty dataset (``ingest_polling``: FilesGlob, FAILFAST read, merge, offsets by per-partition
+  counts, files written by Spark tasks, streamed hashes, one atomic commit), each interleaved with
+  plain ``spark.read.csv(...).write.parquet(...)`` of the same file (A, B, A, B ...: the machine is
+  shared, so the ratio is taken between neighbours in one run, with the load average at each pair).
 * **Derivatives** over the Append dataset: a filter (``WHERE value >= 500``) and an aggregation
   (``GROUP BY city``), each brought up to date once (``update_derivative``).
 
@@ -76,6 +77,16 @@ def _engine(rows_per_file: int | None):
     return holder, SparkEngine(holder, rows_per_file=rows_per_file)
 
 
+def _merges() -> dict[str, object]:
+    from odfproj.odf import model
+
+    return {
+        "append": model.MergeStrategyAppend(),
+        "ledger": model.MergeStrategyLedger(primary_key=("id",)),
+        "snapshot": model.MergeStrategySnapshot(primary_key=("id",)),
+    }
+
+
 def _source(merge) -> object:
     from odfproj.odf import model
 
@@ -102,18 +113,16 @@ def worker(scenario: str, project: Path, work: Path, repeat: int, rows_per_file:
 
     holder, engine = _engine(rows_per_file)
     spark = holder.get()
+    merges = _merges()
     csv = project / "data" / "rows.csv"
     out: dict = {"scenario": scenario}
     try:
         spark.range(1000).selectExpr("id * 2 AS x").collect()  # warm-up: JVM, codegen, first job
-        if scenario in ("append", "snapshot"):
-            merge = (
-                model.MergeStrategyAppend()
-                if scenario == "append"
-                else model.MergeStrategySnapshot(primary_key=("id",))
-            )
-            plain, ours, blocks = [], [], 0
+        if scenario in merges:
+            merge = merges[scenario]
+            plain, ours, blocks, loads = [], [], 0, []
             for i in range(repeat):
+                loads.append(os.getloadavg()[0])
                 target = work / f"plain-{scenario}-{i}"
                 start = time.perf_counter()
                 spark.read.csv(str(csv), header=True, schema=", ".join(SCHEMA)).write.parquet(str(target))
@@ -127,7 +136,7 @@ def worker(scenario: str, project: Path, work: Path, repeat: int, rows_per_file:
                 blocks = result.blocks_added
                 out["records"] = result.records_added
                 shutil.rmtree(work / f"ws-{scenario}-{i}", ignore_errors=True)
-            out.update(plain_s=plain, odfproj_s=ours, blocks=blocks)
+            out.update(plain_s=plain, odfproj_s=ours, blocks=blocks, load=loads)
         else:  # derivatives: a filter and an aggregation over an Append dataset
             ws = Workspace(work / "ws-derivatives")
             root = ws.create(
@@ -189,7 +198,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=20_000_000)
     parser.add_argument("--repeat", type=int, default=2, help="A/B pairs per ingest scenario")
     parser.add_argument("--rows-per-file", type=int, default=None, help="default: odfproj's default")
-    parser.add_argument("--scenarios", default="append,snapshot,derivatives")
+    parser.add_argument("--scenarios", default="append,ledger,snapshot,derivatives")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--generate", help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)
@@ -233,7 +242,8 @@ def _report(r: dict) -> None:
             f"{r['scenario']}: {r['records']:,} records in {r['blocks']} blocks; odfproj "
             f"{', '.join(f'{t:.1f}' for t in r['odfproj_s'])} s, plain "
             f"{', '.join(f'{t:.1f}' for t in r['plain_s'])} s; ratio per A/B pair {pairs}; "
-            f"best/best {min(r['odfproj_s']) / min(r['plain_s']):.2f}; {rss}"
+            f"best/best {min(r['odfproj_s']) / min(r['plain_s']):.2f}; load average (1 min) at each pair "
+            f"{', '.join(f'{x:.1f}' for x in r['load'])}; {rss}"
         )
     else:
         print(
