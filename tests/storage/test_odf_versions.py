@@ -136,6 +136,7 @@ def test_a_039_chain_is_queried_and_read_as_a_transform_input(tmp_path: Path, sc
     derived = ws.open("tagged")
     assert {v for _, v in _stored_blocks(derived)} == {3}
     assert derived.projection().arrow_schema.names == ["offset", "op", "system_time", "event_time", "tag"]
+    assert verify_dataset(derived, integrity=True) == []
     rows = run_sql(engine, ws, "SELECT tag FROM tagged ORDER BY tag").column("tag").to_pylist()
     written = pq.read_table(scratch / "prices.parquet").column("value").to_pylist()
     assert rows == sorted(v.upper() for v in written) and len(rows) == 3
