@@ -29,21 +29,24 @@ class FolderResolver:
     """
 
     def __init__(self) -> None:
-        self._folders: dict[Path, Path] = {}
+        self._folders: dict[str, str] = {}
 
     def __call__(self, path: Path) -> Path:
-        path = path.absolute()
-        if path.name in ("", ".", ".."):
-            return path.resolve()
+        text = os.fspath(path)  # strings inside: a Path per step would cost more than the lstat saved
+        if not os.path.isabs(text):
+            text = os.path.join(os.getcwd(), text)
+        folder, name = os.path.split(text)
+        if name in ("", ".", ".."):
+            return Path(text).resolve()
         try:
-            if stat.S_ISLNK(os.lstat(path).st_mode):
-                return path.resolve()
+            if stat.S_ISLNK(os.lstat(text).st_mode):
+                return Path(text).resolve()
         except OSError:
-            return path.resolve()  # missing: resolve() says how (a broken link, a loop)
-        folder = self._folders.get(path.parent)
-        if folder is None:
-            folder = self._folders[path.parent] = path.parent.resolve()
-        return folder / path.name
+            return Path(text).resolve()  # missing: resolve() says how (a broken link, a loop)
+        resolved = self._folders.get(folder)
+        if resolved is None:
+            resolved = self._folders[folder] = str(Path(folder).resolve())
+        return Path(os.path.join(resolved, name))
 
 
 def path_refusal(path: Path, root: Path, resolve: Callable[[Path], Path] = Path.resolve) -> str | None:
