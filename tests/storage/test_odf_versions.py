@@ -7,6 +7,7 @@ Without Spark: data files are written with pyarrow, ``log`` and ``verify --integ
 
 from __future__ import annotations
 
+import shutil
 from datetime import timedelta
 from pathlib import Path
 
@@ -29,6 +30,8 @@ from odfproj.storage.workspace import Workspace
 from tests.cli_inprocess import run_main_split
 from tests.security.project_helpers import info_manifest, make_project
 from tests.storage.helpers.chains import BASE_TIME, DEFAULT_SCHEMA, schema_with, write_slice
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def _with_data(workspace: Workspace, name: str, scratch: Path) -> Dataset:
@@ -185,3 +188,35 @@ def test_a_chain_that_records_odf_schemas_in_version_2_blocks_goes_on_doing_so(
     assert len(schemas) == 2 and all(s.schema is None and s.data_schema is not None for s in schemas)
     assert {v for _, v in blocks} == {2}
     assert dataset.projection().arrow_schema == wider
+
+
+def test_a_stored_039_dataset_is_pulled_verified_and_logged(tmp_path: Path) -> None:
+    repo_dir = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "odf-0.39" / "repository", repo_dir)
+    target = Workspace(tmp_path / "ws")
+    [pulled] = pull(target, ["org.example.cities"], FolderStore(repo_dir))
+    assert pulled.state is SyncState.CREATED
+    dataset = target.open("org.example.cities")
+    blocks = _stored_blocks(dataset)
+    assert {v for _, v in blocks} == {3}
+    assert [type(b.event).__name__ for b, _ in reversed(blocks)] == [
+        "Seed", "SetInfo", "AddPushSource", "SetDataSchema", "AddData",
+    ]  # fmt: skip
+    source = blocks[2][0].event
+    assert (
+        isinstance(source.merge, model.MergeStrategyChangelogStream) and source.read.data_schema is not None
+    )
+    assert verify_dataset(dataset, integrity=True) == []
+    assert dataset.projection().arrow_schema.names == [
+        "offset",
+        "op",
+        "system_time",
+        "event_time",
+        "city",
+        "population",
+    ]
+    code, out, err = run_main_split(
+        "log", "org.example.cities", "--oneline", "--workspace", str(tmp_path / "ws")
+    )
+    assert code == 0, err
+    assert "6 columns: offset, op, system_time, event_time, city, population" in out
