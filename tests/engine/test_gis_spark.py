@@ -110,3 +110,19 @@ def test_misspelt_and_file_reading_gis_functions_are_refused(engine):
         engine.query({}, _sql("SELECT ST_Pointt(1.0, 2.0) AS g"))
     with pytest.raises(InvalidQueryError, match="ST_GeomFromGML is not allowed because it can read files"):
         engine.query({}, _sql("SELECT ST_GeomFromGML('<gml:Point/>') AS g"))
+
+
+def test_without_the_jars_a_gis_query_fails_in_one_line_and_others_run(engine, tmp_path, monkeypatch):
+    from odfproj.engine import gis, packages
+
+    monkeypatch.setenv(packages.CACHE_ENV, str(tmp_path / "empty"))
+    monkeypatch.setattr(gis, "_LOADED", {})  # as in a JVM where Sedona was never loaded
+    with pytest.raises(InvalidQueryError) as raised:
+        engine.query({}, _sql("SELECT ST_Point(1.0, 2.0) AS g"))
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith(
+        "the sedona jars (the GIS functions (ST_*) of engine: spark queries) are not in "
+    )
+    assert message.endswith("run ./dev, or: python -m odfproj.engine.packages fetch sedona")
+    assert engine.query({}, _sql("SELECT 1 + 1 AS two")).collect()[0].two == 2
