@@ -155,23 +155,25 @@ def compat_jar(cache: Path | None = None) -> Path | None:
 # --- loading into a JVM ---------------------------------------------------------------------------------
 
 _LOCK = threading.Lock()
-#: Per JVM (by its gateway): the builders of the allowed functions, once loaded.
-_LOADED: dict[int, dict[str, Any]] = {}
+#: Per Spark application (a JVM may run several, one after the other, each with its own class loaders
+#: and executors): the builders of the allowed functions, once loaded.
+_LOADED: dict[str, dict[str, Any]] = {}
 
 
 def ensure_gis(session: SparkSession) -> None:
     """Make the allowed GIS functions callable in ``session`` (and in every session made after it).
 
-    The first call in a JVM adds the Sedona jars to it and registers the functions (a few seconds);
+    The first call in a Spark application adds the Sedona jars to it and registers the functions (a few seconds);
     later ones register them in a session made before that, or do nothing. A missing jar is a one-line
     ``PackageUnavailableError`` saying how to fetch it; queries without GIS functions never get here.
     """
     jvm = session._jvm  # type: ignore[attr-defined]
+    application = str(session._jsparkSession.sparkContext().applicationId())  # type: ignore[attr-defined]
     with _LOCK:
-        entries = _LOADED.get(id(jvm))
+        entries = _LOADED.get(application)
         if entries is None:
             entries = _load(session)
-            _LOADED[id(jvm)] = entries
+            _LOADED[application] = entries
         registry = session._jsparkSession.sessionState().functionRegistry()  # type: ignore[attr-defined]
         if not registry.functionExists(_identifier(jvm, "st_point")):
             for name, (info, builder) in entries.items():

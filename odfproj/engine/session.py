@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from types import FrameType, MappingProxyType
 from typing import IO, TYPE_CHECKING, Any
 
+from odfproj.engine.packages import session_jars
 from odfproj.errors import EngineError
 
 if TYPE_CHECKING:
@@ -148,6 +149,8 @@ class SparkSettings:
     app_name: str = "odfproj"
     conf: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     verbose: bool = False
+    #: Put Hadoop's S3A connector (``engine.packages``, from the jar cache) on the class path at start.
+    s3a_connector: bool = False
 
     @property
     def is_connect(self) -> bool:
@@ -167,6 +170,9 @@ class SparkSettings:
         merged["spark.driver.extraJavaOptions"] = " ".join((_log_options(), *DRIVER_JIT_OPTIONS))
         # odfproj makes no tables; without this Spark leaves an empty spark-warehouse/ in the user's cwd.
         merged["spark.sql.warehouse.dir"] = os.path.join(tempfile.gettempdir(), "odfproj-spark-warehouse")
+        jars = session_jars(s3a_connector=self.s3a_connector)  # odfproj's own choice, never a project's
+        if jars:
+            merged["spark.jars"] = ",".join(str(jar) for jar in jars)
         merged.update({str(k): str(v) for k, v in self.conf.items()})
         return merged
 

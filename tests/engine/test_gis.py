@@ -157,3 +157,16 @@ def test_a_gis_query_plans_and_a_misspelt_one_is_refused_without_a_jvm(tmp_path,
         "the preprocess query cannot run: function ST_GeomFromGeoJSN is not one of the Apache Sedona GIS "
         "functions odfproj allows (did you mean ST_GeomFromGeoJSON?) (see docs/guide/engines.md, 'GIS functions')",
     )
+
+
+def test_a_session_gets_the_s3a_jars_only_when_asked(tmp_path, monkeypatch):
+    from odfproj.engine.session import SparkSettings
+
+    monkeypatch.setenv(packages.CACHE_ENV, str(tmp_path))
+    assert "spark.jars" not in SparkSettings().effective_conf()
+    with pytest.raises(PackageUnavailableError, match="s3a jars"):
+        SparkSettings(s3a_connector=True).effective_conf()
+    wanted = [tmp_path / a.file_name for a in packages.package("s3a").artifacts]
+    for jar in wanted:
+        jar.write_bytes(b"PK")
+    assert SparkSettings(s3a_connector=True).effective_conf()["spark.jars"] == ",".join(map(str, wanted))
