@@ -41,7 +41,11 @@ Documented choices
   when the batch's event time is real row data, or name ``event_time`` in ``compareColumns``.
   Comparisons are null-safe (null equals null); map columns are compared as their sorted entries.
 * Duplicate primary keys within one snapshot raise ``MergeError`` naming the first keys (checked
-  eagerly: one aggregation over the batch, at most three rows reach the driver).
+  eagerly: one aggregation over the batch, at most three rows reach the driver). A first snapshot
+  (no state) may leave the check to the caller (``check_unique=False``): its records are the batch
+  sorted by key, so a repeated key shows as two neighbours in the written files
+  (:func:`sorted_keys_repeat`, a read of the key columns instead of an aggregation over the batch);
+  only then does :func:`check_unique_keys` run, to name them.
 
 All work is joins, aggregations and one final (distributed) sort of the output rows; nothing
 else is collected to the driver.
@@ -51,7 +55,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import reduce
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+import pyarrow as pa
 
 from odfproj.engine.columns import column
 from odfproj.engine.session import in_one_partition
@@ -118,6 +125,7 @@ def merge_snapshot(
     *,
     compare_event_time: bool = False,
     state: DataFrame | None = None,
+    check_unique: bool = True,
 ) -> DataFrame:
     """Snapshot: change data capture of ``batch`` (a full snapshot) against the current state of ``history``.
 
@@ -129,14 +137,17 @@ def merge_snapshot(
     key that vanished, ``-C`` (old row) then ``+C`` (new row) for a changed row, nothing for an
     unchanged one. ``compare_columns`` is the strategy's ``compareColumns``; ``compare_event_time``
     adds ``event_time`` to the compared columns when ``compare_columns`` is not given (use it when the
-    event time is real row data rather than the snapshot's time).
+    event time is real row data rather than the snapshot's time). ``check_unique=False`` leaves the
+    check of a first snapshot's keys to the caller (:func:`sorted_keys_repeat`); against a state it is
+    always made here, since a repeated key there may leave no trace in the records.
     """
     from pyspark.sql import functions as F
 
     key = _check_key(primary_key, batch, "Snapshot")
     _check_batch(batch)
     compared = _compared_columns(batch, key, compare_columns, compare_event_time)
-    _check_unique_keys(batch, key)
+    if check_unique or state is not None or history is not None:
+        check_unique_keys(batch, key)
     order = [*(column(k).asc_nulls_first() for k in key), column(OP)]
 
     if state is None and history is None:
@@ -294,7 +305,8 @@ def _null_safe_equal(left: Sequence[str], right: Sequence[str]) -> Column:
     return reduce(lambda a, b: a & b, pairs)
 
 
-def _check_unique_keys(batch: DataFrame, key: list[str]) -> None:
+def check_unique_keys(batch: DataFrame, key: Sequence[str]) -> None:
+    """Raise ``MergeError`` naming the first repeated keys of a snapshot (one aggregation over ``batch``)."""
     from pyspark.sql import functions as F
 
     count = _HELPER_PREFIX + "count"
@@ -319,4 +331,44 @@ def _describe_key(row: object, key: list[str]) -> str:
     return ", ".join(f"{k}={'null' if v is None else repr(v)}" for k, v in zip(key, values, strict=True))
 
 
-__all__ = ["MergeError", "current_state", "merge_append", "merge_ledger", "merge_snapshot"]
+def sorted_keys_repeat(files: Sequence[Path], key: Sequence[str]) -> bool | None:
+    """Whether two neighbouring records of ``files`` (in order, sorted by ``key``) have the same key.
+
+    Keys compare null-safely, as the merge matches them. Only the key columns are read, one file at a
+    time. ``None`` when pyarrow cannot decide it as Spark would (floating-point keys, where Spark takes
+    every NaN as one value, and nested types): the caller then checks the batch in Spark.
+    """
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    previous = None
+    for path in files:
+        table = pq.read_table(path, columns=list(key))
+        if any(pa.types.is_floating(f.type) or pa.types.is_nested(f.type) for f in table.schema):
+            return None
+        if previous is not None:
+            table = pa.concat_tables([previous, table])
+        same = None
+        for name in key:
+            values = table.column(name).combine_chunks()
+            left, right = values.slice(0, len(values) - 1), values.slice(1)
+            equal = pc.or_(
+                pc.fill_null(pc.equal(left, right), False), pc.and_(pc.is_null(left), pc.is_null(right))
+            )
+            same = equal if same is None else pc.and_(same, equal)
+        if same is not None and pc.any(same).as_py():
+            return True
+        if table.num_rows:
+            previous = table.slice(table.num_rows - 1)
+    return False
+
+
+__all__ = [
+    "MergeError",
+    "check_unique_keys",
+    "current_state",
+    "merge_append",
+    "merge_ledger",
+    "merge_snapshot",
+    "sorted_keys_repeat",
+]

@@ -73,6 +73,7 @@ from odfproj.engine.types import arrow_schema_from_spark, spark_type_from_arrow
 from odfproj.errors import EngineError, OdfprojError
 from odfproj.ingest.errors import IngestError, UnsupportedSourceError, source_label
 from odfproj.ingest.fetch import POLLING_SOURCE_NAME, FetchedItem, fetch, ingested_glob_files
+from odfproj.ingest.merge import check_unique_keys, sorted_keys_repeat
 from odfproj.ingest.prepare import prepare
 from odfproj.ingest.read import ReadError, describe_bad_rows, read_files
 from odfproj.ingest.scratch import scratch_folder
@@ -397,6 +398,10 @@ def commit_batch(
         columns = batch.columns
         plain = len(set(columns)) == len(columns) and not {OFFSET, OP, SYSTEM_TIME} & set(columns)
         in_batch_order = isinstance(merge_strategy, model.MergeStrategyAppend) and not from_data and plain
+        # A first snapshot's records are the batch sorted by key: its keys are checked in the files.
+        first_snapshot = (
+            isinstance(merge_strategy, model.MergeStrategySnapshot) and state is None and history is None
+        )
         if in_batch_order:
             # Every row has the same event time, so Append's stable sort by event time keeps the
             # batch's own order: skip the single-partition sort (same rows, same offsets).
@@ -410,6 +415,7 @@ def commit_batch(
                 history,
                 compare_event_time=from_data,
                 state=state,
+                check_unique=not first_snapshot,
             )
         final, new_schema = _fit_schema(_new_data_schema(records, vocab), projection.arrow_schema, where)
         first = next_offset(projection)
@@ -440,6 +446,9 @@ def commit_batch(
             out = _laid_out(numbered, final, vocab, stamp)
             written = write_slices(numbered, out, work_dir, engine.rows_per_file, offset_column=vocab.offset)
     try:
+        if first_snapshot and written:
+            with errors_named(where, paths or {}):
+                _check_keys_written_once(batch, written, key, in_standard_names(merge_strategy, vocab))
         add_data = model.AddData(
             new_checkpoint=projection.last_checkpoint,
             new_watermark=watermark,
@@ -465,6 +474,16 @@ def commit_batch(
         schema_changed=new_schema is not None,
         data_blocks=max(1, len(written)),
     )
+
+
+def _check_keys_written_once(
+    batch: DataFrame, written: Sequence[WrittenSlice], key: Sequence[str], strategy: model.MergeStrategy
+) -> None:
+    """A first snapshot's keys, checked in its files (sorted by key); Spark names the repeated ones."""
+    if sorted_keys_repeat([w.path for w in written], key) is False:
+        return
+    check_unique_keys(batch, primary_key(strategy))  # raises, naming the first repeated keys
+    raise IngestError("the snapshot holds a primary key more than once")  # pyarrow saw what Spark did not
 
 
 def block_system_time(projection: ChainProjection, requested: datetime | None) -> datetime:

@@ -28,10 +28,12 @@ def merge(
     *,
     compare_event_time: bool = False,
     state: DataFrame | None = None,
+    check_unique: bool = True,
 ) -> DataFrame:
     """The records ``strategy`` appends for ``batch`` given ``history`` (the contract: :mod:`odfproj.ingest.merge`).
 
     ``state``: the current state, when the caller has it (used by Snapshot instead of ``history``).
+    ``check_unique``: whether a first Snapshot checks its keys itself (:func:`~odfproj.ingest.merge.merge_snapshot`).
     """
     match strategy:
         case model.MergeStrategyAppend():
@@ -46,6 +48,7 @@ def merge(
                 compare_columns,
                 compare_event_time=compare_event_time,
                 state=state,
+                check_unique=check_unique,
             )
         case model.MergeStrategyChangelogStream(primary_key=primary_key):
             return merge_changelog_stream(batch, _state_of(state, history, primary_key), primary_key)
