@@ -234,6 +234,8 @@ def nothing_new(
     """
     if _fetched_for_good(step, prev_state):
         return True
+    if isinstance(step, model.FetchStepFilesGlob) and ingested is None and prev_state is not None:
+        return False  # which files it would warn about is known only from the chain's ingested files
     try:
         if isinstance(step, model.FetchStepUrl):
             url = expand_env_templates(step.url, environ, where=source_label(dataset, source))

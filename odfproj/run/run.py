@@ -59,7 +59,7 @@ from odfproj.quality.definitions import DataTest, TestSuite, load_suite
 from odfproj.run.apply import ApplyResult, apply_plan, check_plan
 from odfproj.run.queue import ReadyQueue
 from odfproj.run.runlog import RUN_THREADS, log_path, run_log
-from odfproj.run.uptodate import Heads, UpToDate, UpToDateOutcome
+from odfproj.run.uptodate import Heads, UpToDate
 from odfproj.storage.fsutil import replace_atomic
 from odfproj.storage.update_record import describe_path
 from odfproj.storage.workspace import Workspace
@@ -322,7 +322,7 @@ def run_project(
             environ,
             report,
             full_refresh,
-            _Chains.of(plan, snapshot),
+            _Chains.of(plan, snapshot, workspace.root),
         )
 
         def work_on(name: str) -> DatasetRun:
@@ -535,6 +535,9 @@ class _AnnouncingHolder:
         self._holder.stop()
 
 
+#: The fields of an update's result that ``run/uptodate.py`` records (the rest are those of any no-op).
+_RECORDED = ("message", "path", "why_full", "mode", "hint")
+
 #: What a root whose source has nothing new reports (as ``ingest_polling``'s empty result does).
 UP_TO_DATE = "up to date"
 
@@ -552,7 +555,7 @@ class _Chains:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @staticmethod
-    def of(plan: Plan, snapshot: ProjectSnapshot) -> _Chains:
+    def of(plan: Plan, snapshot: ProjectSnapshot, workspace: Path) -> _Chains:
         views = snapshot.state.views
         moved = {s.dataset.lower() for s in plan.definitions if s.has_changes}
         moved.update(n.lower() for r in plan.renames for n in (r.source, r.dataset))
@@ -560,7 +563,7 @@ class _Chains:
             views,
             {view.dataset_id: name for name, view in views.items()},
             moved,
-            UpToDate.load(Path(snapshot.workspace)),
+            UpToDate.load(workspace),
         )
 
     def heads(self, step: Transform) -> Heads | None:
@@ -641,18 +644,9 @@ class _StepRunner:
             return None
         heads = self.chains.heads(step) if isinstance(step, Transform) and not self.full_refresh else None
         known = self.chains.uptodate.outcome(name, heads) if heads is not None else None
-        if known is None:
+        if known is None or known.keys() != set(_RECORDED):
             return None
-        return DatasetRun(
-            name,
-            Work.TRANSFORM,
-            Status.SUCCESS,
-            message=known.message,
-            path=known.path,
-            why_full=known.why_full,
-            mode=known.mode,
-            hint=known.hint,
-        )
+        return DatasetRun(name, Work.TRANSFORM, Status.SUCCESS, **known)
 
     def _source_has_nothing_new(self, name: str, ingested: Collection[str] | None) -> bool:
         from odfproj.ingest.fetch import POLLING_SOURCE_NAME, nothing_new
@@ -735,8 +729,7 @@ class _StepRunner:
         )
         if heads is not None and blocks == 0 and outcome.records == 0 and not announcing.asked:
             # Decided from the chains alone: at these heads the update finds the same nothing again.
-            known = UpToDateOutcome(note, outcome.mode, outcome.why_full, outcome.query_mode, outcome.hint)
-            self.chains.uptodate.remember(name, heads, known)
+            self.chains.uptodate.remember(name, heads, {k: getattr(result, k) for k in _RECORDED})
         else:
             self.chains.uptodate.forget(name)
         if blocks:

@@ -21,14 +21,14 @@ import json
 import threading
 from collections.abc import Mapping
 from contextlib import suppress
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from odfproj import __version__
 from odfproj.storage.fsutil import replace_atomic
 
-__all__ = ["UPTODATE_FILE", "Heads", "UpToDate", "UpToDateOutcome"]
+__all__ = ["UPTODATE_FILE", "Heads", "Outcome", "UpToDate"]
 
 #: In the workspace folder, beside ``run_results.json``.
 UPTODATE_FILE = "run_uptodate.json"
@@ -47,21 +47,15 @@ class Heads:
         return Heads(head, tuple(sorted(inputs.items())))
 
 
-@dataclass(frozen=True)
-class UpToDateOutcome:
-    """What the update reported (``run.run.DatasetRun``'s fields that an update with nothing to do sets)."""
-
-    message: str
-    path: str = ""
-    why_full: str = ""
-    mode: str = ""
-    hint: str = ""
+#: What the update reported: ``run.run.DatasetRun``'s text fields that it set (``message``, ``path``, ...),
+#: by name.
+Outcome = Mapping[str, str]
 
 
 class UpToDate:
     """The record of one workspace, loaded once per run; workers look up and record under a lock."""
 
-    def __init__(self, path: Path, entries: dict[str, tuple[Heads, UpToDateOutcome]]) -> None:
+    def __init__(self, path: Path, entries: dict[str, tuple[Heads, Outcome]]) -> None:
         self.path = path
         self._entries = entries
         self._changed = False
@@ -80,28 +74,29 @@ class UpToDate:
             or value.get("odfproj") != __version__
         ):
             return cls(path, {})
-        entries: dict[str, tuple[Heads, UpToDateOutcome]] = {}
+        entries: dict[str, tuple[Heads, Outcome]] = {}
         datasets = value.get("datasets")
         for name, entry in (datasets if isinstance(datasets, dict) else {}).items():
             try:
                 heads = Heads(entry["head"], tuple((i, h) for i, h in entry["inputs"]))
-                outcome = UpToDateOutcome(**entry["outcome"])
+                outcome = dict(entry["outcome"])
             except (KeyError, TypeError, ValueError):
                 continue  # a damaged entry is no entry
-            if isinstance(heads.head, str) and all(isinstance(x, str) for pair in heads.inputs for x in pair):
+            texts = [heads.head, *(x for pair in heads.inputs for x in pair), *outcome, *outcome.values()]
+            if all(isinstance(x, str) for x in texts):
                 entries[name] = (heads, outcome)
         return cls(path, entries)
 
-    def outcome(self, dataset: str, heads: Heads) -> UpToDateOutcome | None:
+    def outcome(self, dataset: str, heads: Heads) -> Outcome | None:
         """The recorded outcome of ``dataset`` if it was recorded at exactly these heads."""
         with self._lock:
             found = self._entries.get(dataset.lower())
         return found[1] if found is not None and found[0] == heads else None
 
-    def remember(self, dataset: str, heads: Heads, outcome: UpToDateOutcome) -> None:
+    def remember(self, dataset: str, heads: Heads, outcome: Outcome) -> None:
         with self._lock:
-            if self._entries.get(dataset.lower()) != (heads, outcome):
-                self._entries[dataset.lower()] = (heads, outcome)
+            if self._entries.get(dataset.lower()) != (heads, dict(outcome)):
+                self._entries[dataset.lower()] = (heads, dict(outcome))
                 self._changed = True
 
     def forget(self, dataset: str) -> None:
@@ -119,7 +114,7 @@ class UpToDate:
                 name: {
                     "head": heads.head,
                     "inputs": [list(pair) for pair in heads.inputs],
-                    "outcome": asdict(outcome),
+                    "outcome": dict(outcome),
                 }
                 for name, (heads, outcome) in sorted(self._entries.items())
             }
