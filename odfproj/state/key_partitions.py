@@ -475,7 +475,6 @@ def stored_store(
     parts: list[Part] = [StoredPart(directory, f, count) for f, count in files]
     if len(parts) != 1 << bits:
         raise CorruptIndexError("the manifest's key partitions do not match its partition bits")
-    store = PartitionedKeyStore(key_columns, schema, bits, parts, work_parent=directory)
-    if not bits:  # one partition is small (at most about PARTITION_KEYS keys): kept in memory
-        store.parts[0] = store.load(0)
-    return store
+    # Even one partition is decoded only when an update or a key lookup needs it: a read of the state
+    # (the current or an as-at bitmap) never does.
+    return PartitionedKeyStore(key_columns, schema, bits, parts, work_parent=directory)

@@ -28,9 +28,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap64, FrozenBitMap64
 
@@ -87,10 +90,15 @@ def _encode_segment(entries: list[LogEntry]) -> bytes:
     return _ipc_bytes(table)
 
 
-def _decode_segment(data: bytes) -> list[LogEntry]:
+def _segment_table(data: bytes) -> pa.Table:
     table = _ipc_table(data)
     if not table.schema.equals(_LOG_SCHEMA):
         raise CorruptIndexError("a log segment has an unexpected schema")
+    return table
+
+
+def _decode_segment(table: pa.Table) -> list[LogEntry]:
+    """A segment's entries (its bitmaps and hashes decoded): when a read first needs one of them."""
     columns = [table.column(i).to_pylist() for i in range(table.num_columns)]
     return [
         LogEntry(
@@ -194,11 +202,12 @@ def save_index(index: StateIndex, directory: Path) -> Manifest:
     entries = index.log.entries
     segments = []
     for s in range(0, (len(entries) + n - 1) // n):
-        chunk = entries[s * n : (s + 1) * n]
-        sealed = len(chunk) == n
+        sealed = len(entries) - s * n >= n
         key = f"log-{s:06d}"
-        if not (sealed and key in known):
-            known[key] = write_content(directory, key, ".arrow", _encode_segment(chunk))
+        if not (sealed and key in known):  # a sealed segment already stored is not even decoded
+            known[key] = write_content(
+                directory, key, ".arrow", _encode_segment(entries[s * n : (s + 1) * n])
+            )
         segments.append(known[key])
     bases = []
     for block, bitmap in sorted(index.log.bases.items()):
@@ -264,35 +273,42 @@ def load_index(directory: Path, key_columns: tuple[str, ...]) -> StateIndex:
 def _load(directory: Path, manifest: Manifest) -> StateIndex:
     n = manifest.base_interval
     index = StateIndex(manifest.key_columns, n)
-    entries: list[LogEntry] = []
+    segments: list[Callable[[], list[LogEntry]]] = []
+    times: list[int] = []
+    hashes: list[str] = []
     stored: dict[str, StoredFile] = {}
     for s, segment in enumerate(manifest.segments):
-        chunk = _decode_segment(read_content(directory, segment))
-        if [e.sequence_number for e in chunk] != list(range(s * n, s * n + len(chunk))) or (
-            len(chunk) != n and s != len(manifest.segments) - 1
+        # Proven (size, CRC, sequence numbers) now; its entries are decoded only when a read needs them.
+        table = _segment_table(read_content(directory, segment))
+        numbers = table.column("sequence_number").to_numpy()
+        if not np.array_equal(numbers, np.arange(s * n, s * n + len(numbers))) or (
+            len(numbers) != n and s != len(manifest.segments) - 1
         ):
             raise CorruptIndexError(f"{segment.name}: log entries are not the blocks the manifest says")
-        if len(chunk) == n:
+        if len(numbers) == n:
             stored[f"log-{s:06d}"] = segment
-        entries.extend(chunk)
-    if len(entries) != manifest.block_count:
+        segments.append(partial(_decode_segment, table))
+        times.extend(table.column("system_time_us").to_pylist())
+        hashes.extend(table.column("block_hash").to_pylist())
+    if len(times) != manifest.block_count:
         raise CorruptIndexError(
-            f"the log holds {len(entries)} blocks, the manifest says {manifest.block_count}"
+            f"the log holds {len(times)} blocks, the manifest says {manifest.block_count}"
         )
-    if (entries[-1].block_hash if entries else None) != manifest.head:
+    if (hashes[-1] if hashes else None) != (manifest.head.to_multibase() if manifest.head else None):
         raise CorruptIndexError("the log's last block is not the manifest's head")
-    due = [b for b in range(manifest.block_count) if index.log.is_base_block(b)]
+    if len(times) > 1 and bool((np.diff(np.asarray(times, np.int64)) < 0).any()):
+        raise CorruptIndexError("the log's system times go backwards")
+    due = list(range(n - 1, manifest.block_count, n))  # the blocks is_base_block names
     if [b for b, _ in manifest.bases] != due:
         raise CorruptIndexError("base bitmaps missing or unexpected")
     bases = {}
     for block, f in manifest.bases:
         bases[block] = FrozenBitMap64.deserialize(read_content(directory, f))
         stored[f"base-{block:09d}"] = f
-    index.log.restore(entries, bases)
+    index.log.restore(segments, times, hashes, bases)
     index.current = BitMap64.deserialize(read_content(directory, manifest.current))
-    if manifest.key_bits:
-        for f, _ in manifest.keys:
-            check_content(directory, f)  # streamed: proven now, decoded only when an update needs it
+    for f, _ in manifest.keys:
+        check_content(directory, f)  # streamed: proven now, decoded only when an update needs it
     index.key_store = stored_store(
         manifest.key_columns, manifest.key_types, manifest.key_bits, manifest.keys, directory
     )

@@ -17,7 +17,9 @@ at most ``base_interval / 2`` entries whatever the length of the history.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 from pyroaring import BitMap64, FrozenBitMap64
@@ -48,6 +50,49 @@ class LogEntry:
     valid_until: FrozenBitMap64
 
 
+class SegmentedEntries(Sequence[LogEntry]):
+    """The log's entries in segments of ``size``, each decoded from its stored form when first read.
+
+    A stored index of 10,000 blocks has 157 segments; a read of the state now or as at one point
+    needs at most one or two of them, so loading decodes none (see :mod:`odfproj.state.persistence`).
+    """
+
+    def __init__(
+        self, size: int, stored: Sequence[Callable[[], list[LogEntry]]] = (), count: int = 0
+    ) -> None:
+        self._size = size
+        self._segments: list[list[LogEntry] | Callable[[], list[LogEntry]]] = list(stored)
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, i: int) -> LogEntry: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[LogEntry]: ...
+    def __getitem__(self, i: int | slice) -> LogEntry | list[LogEntry]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._count))]
+        if i < 0:
+            i += self._count
+        if not 0 <= i < self._count:
+            raise IndexError(i)
+        return self._segment(i // self._size)[i % self._size]
+
+    def _segment(self, k: int) -> list[LogEntry]:
+        segment = self._segments[k]
+        if callable(segment):
+            segment = self._segments[k] = segment()
+        return segment
+
+    def append(self, entry: LogEntry) -> None:
+        if self._count % self._size == 0:
+            self._segments.append([])
+        self._segment(len(self._segments) - 1).append(entry)
+        self._count += 1
+
+
 class ValidityLog:
     """Every block's :class:`LogEntry` in chain order, plus the base bitmaps."""
 
@@ -55,11 +100,14 @@ class ValidityLog:
         if base_interval < 1:
             raise StateIndexError("the base bitmap interval must be at least 1 block")
         self.base_interval = base_interval
-        self.entries: list[LogEntry] = []
+        self.entries = SegmentedEntries(base_interval)
         #: State after block ``i`` for every ``i`` with ``(i + 1) % base_interval == 0``.
         self.bases: dict[int, FrozenBitMap64] = {}
         self._times: list[int] = []
-        self._by_hash: dict[Multihash, int] = {}
+        #: Each block's hash as multibase text (no hash object per entry to build on load), and the
+        #: sequence number by hash, built from them when :meth:`index_of` is first asked.
+        self._hashes: list[str] = []
+        self._by_hash: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -77,20 +125,30 @@ class ValidityLog:
             raise StateIndexError(f"block {entry.sequence_number} has a system time earlier than its parent")
         self.entries.append(entry)
         self._times.append(entry.system_time_us)
-        self._by_hash[entry.block_hash] = entry.sequence_number
+        self._hashes.append(entry.block_hash.to_multibase())
         if self.is_base_block(entry.sequence_number):
             self.bases[entry.sequence_number] = FrozenBitMap64(state_after)
 
-    def restore(self, entries: list[LogEntry], bases: dict[int, FrozenBitMap64]) -> None:
-        """Replace the content with stored entries and bases (checked by the loader)."""
-        self.entries = list(entries)
+    def restore(
+        self,
+        segments: Sequence[Callable[[], list[LogEntry]]],
+        times: list[int],
+        hashes: list[str],
+        bases: dict[int, FrozenBitMap64],
+    ) -> None:
+        """Replace the content with stored segments (decoded when read), each block's system time and
+        hash (multibase), and the bases; all checked by the loader."""
+        self.entries = SegmentedEntries(self.base_interval, segments, len(times))
         self.bases = dict(bases)
-        self._times = [e.system_time_us for e in self.entries]
-        self._by_hash = {e.block_hash: e.sequence_number for e in self.entries}
+        self._times = list(times)
+        self._hashes = list(hashes)
+        self._by_hash = {}  # built by index_of when first asked: a read of the state now never asks
 
     def index_of(self, block_hash: Multihash) -> int:
+        if len(self._by_hash) != len(self._hashes):
+            self._by_hash = {text: i for i, text in enumerate(self._hashes)}
         try:
-            return self._by_hash[block_hash]
+            return self._by_hash[block_hash.to_multibase()]
         except KeyError:
             raise StateIndexError(
                 f"block {block_hash.to_multibase()} is not in the dataset's chain"

@@ -240,3 +240,21 @@ def model_kind_root():
     from odfproj.odf import model
 
     return model.DatasetKind.Root
+
+
+def test_a_loaded_index_decodes_only_the_log_segments_a_read_needs(dataset: Dataset, scratch: Path) -> None:
+    """A long log is proven on load but decoded a segment at a time: a read as at one point needs one."""
+    heads = commit_history(dataset, HISTORY * 4, scratch)  # 20 blocks after the Seed and schema: 6 segments
+    built = open_state_index(dataset, KEY_COLUMNS, base_interval=4)
+    loaded = load_index(index_directory(dataset), KEY_COLUMNS)
+    segments = loaded.log.entries._segments
+    assert len(segments) == 6 and all(callable(s) for s in segments)
+    assert loaded.current_offsets() == built.current_offsets()
+    assert loaded.head == heads[-1] and sum(not callable(s) for s in segments) == 1  # the head's
+    middle = built.log.entries[11]
+    assert loaded.offsets_as_at(middle.block_hash) == built.offsets_as_at(middle.block_hash)
+    assert sum(not callable(s) for s in segments) <= 2
+    for k in range(len(built.log)):  # and every point reads as the whole log gives it
+        entry = built.log.entries[k]
+        assert loaded.log.entries[k] == entry
+        assert loaded.offsets_as_at(entry.block_hash) == built.offsets_as_at(entry.block_hash)
