@@ -128,18 +128,13 @@ def open_state_index(
         if persist and has_leftovers(stored, directory):
             _remove_leftovers_best_effort(directory)
         return stored
-    newer: list[tuple[Multihash, model.MetadataBlock]] = []
-    base: StateIndex | None = None
-    for block_hash, block in dataset.iter_blocks():
-        if (
-            stored is not None
-            and block_hash == stored.head
-            and block.sequence_number == stored.block_count - 1
-        ):
-            base = stored
-            break
-        newer.append((block_hash, block))
-    newer.reverse()
+    newer, met = dataset.blocks_since(
+        head, stored.head if stored else None, stored.block_count - 1 if stored else -1
+    )
+    base = stored if met else None
+    if base is not None and newer and newer[0][1].sequence_number != base.block_count:
+        # The stored log puts its head at another sequence number than the chain does: rebuild.
+        base, (newer, _) = None, dataset.blocks_since(head, None)
     index = base if base is not None else StateIndex(key_columns, base_interval, work_parent=directory)
     try:
         update(index, change_batches(dataset, newer, key_columns))

@@ -129,19 +129,12 @@ def data_index(dataset: Dataset) -> DataIndex:
     if isinstance(held, DataIndex) and held.head == head:
         return held
     cached = held if isinstance(held, DataIndex) else _read(dataset)
-    newer: list[tuple[Multihash, model.MetadataBlock]] = []
-    current: Multihash | None = head
-    base: DataIndex | None = None
-    while current is not None:
-        if cached is not None and current == cached.head:
-            base = cached
-            break
-        block = dataset.get_block(current)
-        if cached is not None and block.sequence_number < cached.block_count - 1:
-            cached = None  # walked past its head without meeting it: not an ancestor, rebuild
-        newer.append((current, block))
-        current = block.prev_block_hash
-    newer.reverse()
+    newer, met = dataset.blocks_since(
+        head, cached.head if cached else None, cached.block_count - 1 if cached else -1
+    )
+    base = cached if met else None
+    if base is not None and newer and newer[0][1].sequence_number != base.block_count:
+        base, (newer, _) = None, dataset.blocks_since(head, None)  # rows that disagree: rebuild
     rows = _rows(newer)
     table = rows if base is None else pa.concat_tables([base.table, rows]).combine_chunks()
     if newer and table.num_rows != newer[-1][1].sequence_number + 1:

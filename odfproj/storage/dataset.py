@@ -103,6 +103,31 @@ class Dataset:
             yield current, block
             current = block.prev_block_hash
 
+    def blocks_since(
+        self, head: Multihash, known: Multihash | None, known_sequence: int = -1
+    ) -> tuple[list[tuple[Multihash, model.MetadataBlock]], bool]:
+        """The blocks after ``known`` up to ``head``, oldest first, and whether ``known`` was met.
+
+        The one walk of every record kept by head beside the chain (the projection cache, the data
+        index, the state index): from the head back only until the head the record reflects. A
+        ``known`` block the walk passes below its sequence number ``known_sequence`` without meeting is
+        no ancestor of the head (history rolled back, another chain): the walk goes on to the Seed,
+        and the record is not to be used.
+        """
+        newer: list[tuple[Multihash, model.MetadataBlock]] = []
+        current: Multihash | None = head
+        while current is not None:
+            if known is not None and current == known:
+                newer.reverse()
+                return newer, True
+            block = self.get_block(current)
+            if block.sequence_number < known_sequence:
+                known = None
+            newer.append((current, block))
+            current = block.prev_block_hash
+        newer.reverse()
+        return newer, False
+
     def in_chain(self, block_hash: Multihash) -> bool:
         """Whether ``block_hash`` is the head or one of its ancestors.
 
@@ -145,19 +170,12 @@ class Dataset:
             return shared
         cached = self._projection if self._projection is not None else self._read_cache()
         # Walk back from the head until the cached head (incremental) or the Seed (full rebuild).
-        newer: list[tuple[Multihash, model.MetadataBlock]] = []
-        current: Multihash | None = head
-        base: ChainProjection | None = None
-        while current is not None:
-            if cached is not None and current == cached.head:
-                base = cached
-                break
-            block = self.get_block(current)
-            newer.append((current, block))
-            current = block.prev_block_hash
-        projection = base
+        newer, met = self.blocks_since(
+            head, cached.head if cached else None, cached.sequence_number if cached else -1
+        )
+        projection = cached if met else None
         try:
-            for block_hash, block in reversed(newer):
+            for block_hash, block in newer:
                 projection = append_block(projection, block_hash, block)
         except ChainInvariantError as e:
             raise ChainInvariantError(f"dataset {self.name}: the stored chain is invalid: {e}") from None
