@@ -47,6 +47,12 @@ COMMANDS: tuple[LazyCommand, ...] = (
     ),
     LazyCommand("log", "odfproj.cli.log:log", "Show a dataset's metadata blocks, newest first."),
     LazyCommand(
+        "diff",
+        "odfproj.cli.diff:diff",
+        "Show how datasets' tables differ between two points: schema changes, row counts, and the rows "
+        "added, removed and changed.",
+    ),
+    LazyCommand(
         "verify",
         "odfproj.cli.verify:verify",
         "Verify block hashes, chain invariants, data files and identities; exit 1 if anything is wrong.",
