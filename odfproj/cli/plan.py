@@ -6,7 +6,7 @@ import enum
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -21,6 +21,39 @@ from odfproj.cli.remote_ws import synced
 
 if TYPE_CHECKING:
     from odfproj.plan.model import Plan
+    from odfproj.plan.queries import DerivativeCheck, QueryChecker
+    from odfproj.transform.modes import CheckedQuery
+
+
+class _DeferredChecker:
+    """The plan's query checker (``cli.options.query_checker_for``), made at its first call.
+
+    Making it imports the Spark engine's modules and the warm engine's client (about a third of a
+    second); a plan in which no query is created or changed never calls it.
+    """
+
+    def __init__(self, *, verbose: bool, warm: bool | None) -> None:
+        self._verbose = verbose
+        self._warm = warm
+        self._checker: QueryChecker | None = None
+        self._holder: Any = None
+
+    def _made(self) -> QueryChecker:
+        if self._checker is None:
+            self._checker, self._holder = query_checker_for(True, verbose=self._verbose, warm=self._warm)
+            assert self._checker is not None
+        return self._checker
+
+    def __call__(self, check: DerivativeCheck) -> CheckedQuery:
+        return self._made()(check)
+
+    def source_schema(self, *arguments: Any) -> Any:
+        return self._made().source_schema(*arguments)
+
+    def stop(self) -> None:
+        """Stop the session or the warm engine's client, if a check started one."""
+        if self._holder is not None:
+            self._holder.stop()
 
 
 class PlanFormat(enum.StrEnum):
@@ -85,21 +118,22 @@ def plan(
     (queries are checked against an allowlist of functions, then analysed in a local Spark sandbox
     that ignores the target's spark_master and spark_conf; never run), and templates run in a sandbox.
     """
-    from odfproj.plan.planfile import write_plan_file
     from odfproj.plan.render import colourize
     from odfproj.plan.sources import plan_project
-    from odfproj.project.env import Redactor
 
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
     config = selection.config()
-    checker, holder = query_checker_for(validate_queries, verbose=state.verbose, warm=state.warm)
+    checker = _DeferredChecker(verbose=state.verbose, warm=state.warm) if validate_queries else None
     try:
         with synced(config, selection.target, writer=None):
             result, _ = plan_project(config, selection.request(), query_checker=checker)
     finally:
-        if holder is not None:
-            holder.stop()
+        if checker is not None:
+            checker.stop()
     if out is not None:
+        from odfproj.plan.planfile import write_plan_file
+        from odfproj.project.env import Redactor
+
         write_plan_file(result, out, redact=Redactor(config.env.secret_values(os.environ)).redact)
     text = render(result, output_format, show_unchanged)
     colour = output_format is PlanFormat.text and sys.stdout.isatty() and "NO_COLOR" not in os.environ

@@ -26,7 +26,6 @@ from odfproj.errors import InvalidValueError, ManifestError
 from odfproj.odf.model import DatasetSnapshot
 from odfproj.odf.odf_versions import DEFAULT_ODF_VERSION
 from odfproj.odf.refs import DatasetAlias
-from odfproj.odf.validation import check_manifest
 from odfproj.odf.yaml_codec import manifest_from_data
 from odfproj.odf.yaml_source import Path as DocPath
 from odfproj.odf.yaml_source import Problem, SourceMap, load_yaml_document
@@ -310,6 +309,8 @@ def load_manifest(
         source = data.decode("utf-8")
     except UnicodeDecodeError:
         # Validation reports the exact byte; rendering is pointless.
+        from odfproj.odf.validation import check_manifest
+
         return LoadedManifest(path, rel_path, "", None, tuple(check_manifest(data, rel_path).problems))
     return build_manifest(path, rel_path, source, renderer, odf_version)
 
@@ -338,6 +339,9 @@ def build_manifest(
             source_text=source,
         )
     text = rendered.text
+    # Imported here: JSON Schema and the DDL parser (pyarrow) are needed only by manifests not in the cache.
+    from odfproj.odf.validation import check_manifest
+
     checked = check_manifest(text.encode("utf-8"), rel_path, odf_version=odf_version)
     problems = list(checked.problems)
     snapshot = None

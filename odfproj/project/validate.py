@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from odfproj.odf import model
-from odfproj.odf.validation import Problem, check_manifest, validate_manifest
 from odfproj.odf.yaml_codec import from_data, load_yaml
+from odfproj.odf.yaml_source import Problem
 from odfproj.project.config import ProjectConfig
 from odfproj.project.graph import DatasetGraph
 from odfproj.project.manifests import LoadedManifest, load_manifests
@@ -68,6 +68,8 @@ def validate_project(
 
 def validate_files(files: Iterable[Path], display_root: Path | None = None) -> ValidationReport:
     """Validate files that belong to no project: plain YAML, no rendering."""
+    from odfproj.odf.validation import validate_manifest
+
     files = tuple(files)
     problems: list[Problem] = []
     names: dict[str, str] = {}
@@ -128,6 +130,7 @@ def untranslatable_queries(data: bytes, shown: str) -> list[Problem]:
     Checked here, without an engine, so ``validate`` refuses it as early as ``plan`` does.
     """
     from odfproj.engine.dialects import UntranslatableQueryError, to_spark
+    from odfproj.odf.validation import check_manifest
 
     loaded = check_manifest(data, shown)
     content = (loaded.document or {}).get("content") or {}
