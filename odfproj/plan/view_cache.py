@@ -16,10 +16,8 @@ function is ever called), so a corrupt or foreign file is ignored. Workspaces of
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import enum
-import hashlib
 import io
 import os
 import pickle
@@ -31,7 +29,14 @@ from typing import Any
 
 from odfproj.plan.apply_record import APPLY_RECORD
 from odfproj.plan.diff import ChainView
-from odfproj.project.parse_cache import cache_enabled, code_fingerprint, user_cache_file
+from odfproj.project.parse_cache import (
+    cache_enabled,
+    code_fingerprint,
+    prune,
+    read_checked,
+    user_cache_file,
+    write_checked,
+)
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.update_record import UPDATE_RECORD
 
@@ -58,10 +63,6 @@ class _ViewUnpickler(pickle.Unpickler):
             if isinstance(found, type) and (dataclasses.is_dataclass(found) or issubclass(found, enum.Enum)):
                 return found
         raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a view cache")
-
-
-def _digest(body: bytes) -> bytes:
-    return hashlib.blake2b(body, digest_size=32).hexdigest().encode()
 
 
 def _file_stamp(path: str) -> tuple[int, ...] | None:
@@ -96,12 +97,8 @@ class ViewCache:
         return cache
 
     def _read(self) -> dict[str, tuple[Stamp, ChainView]]:
-        try:
-            raw = self.file.read_bytes()
-        except OSError:
-            return {}
-        digest, _, body = raw.partition(b"\n")
-        if digest != _digest(body):
+        body = read_checked(self.file)
+        if body is None:
             return {}
         try:
             code, entries = _ViewUnpickler(io.BytesIO(body)).load()
@@ -139,23 +136,10 @@ class ViewCache:
 
     def save(self, keep: Collection[str] | None = None) -> None:
         """Write the cache if anything changed, keeping only ``keep`` (lower-case names; all when None)."""
-        if not self.enabled:
+        if not self.enabled or not (prune(self.entries, keep) or self.changed):
             return
-        if keep is not None:
-            stale = set(self.entries) - set(keep)
-            for key in stale:
-                del self.entries[key]
-            self.changed = self.changed or bool(stale)
-        if not self.changed:
-            return
-        tmp = self.file.with_name(f"{self.file.name}.{os.getpid()}.tmp")
         try:
             body = pickle.dumps((self.code, self.entries), protocol=pickle.HIGHEST_PROTOCOL)
-            self.file.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_bytes(_digest(body) + b"\n" + body)
-            os.replace(tmp, self.file)
-        except (OSError, pickle.PicklingError, TypeError, AttributeError):
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
-            return
-        self.changed = False
+        except (pickle.PicklingError, TypeError, AttributeError):
+            return  # a view that cannot be kept: planning reads it from the chain next time too
+        self.changed = not write_checked(self.file, body)

@@ -43,7 +43,17 @@ from odfproj.odf.model import DatasetSnapshot
 from odfproj.odf.yaml_codec import from_data, to_data
 from odfproj.project.render import RenderContext, has_jinja
 
-__all__ = ["CACHE_ENV", "MIN_MANIFESTS", "ParseCache", "cache_enabled", "code_fingerprint", "user_cache_file"]
+__all__ = [
+    "CACHE_ENV",
+    "MIN_MANIFESTS",
+    "ParseCache",
+    "cache_enabled",
+    "code_fingerprint",
+    "prune",
+    "read_checked",
+    "user_cache_file",
+    "write_checked",
+]
 
 #: ``off`` disables the caches of plan and validate (this one and ``plan.view_cache``).
 CACHE_ENV = "ODFPROJ_CACHE"
@@ -121,6 +131,39 @@ def _digest(body: bytes) -> bytes:
     return hashlib.blake2b(body, digest_size=32).hexdigest().encode()
 
 
+def read_checked(file: Path) -> bytes | None:
+    """The body of a cache file whose first line is its digest; None when absent, corrupt or truncated."""
+    try:
+        raw = file.read_bytes()
+    except OSError:
+        return None
+    digest, _, body = raw.partition(b"\n")
+    return body if digest == _digest(body) else None
+
+
+def write_checked(file: Path, body: bytes) -> bool:
+    """Write ``body`` behind its digest, to a temporary file renamed over ``file`` (a reader never sees
+    half a file); False when it cannot be written (read-only home, full disk), which only costs time."""
+    tmp = file.with_name(f"{file.name}.{os.getpid()}.tmp")
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(_digest(body) + b"\n" + body)
+        os.replace(tmp, file)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        return False
+    return True
+
+
+def prune(entries: dict[str, Any], keep: Collection[str] | None) -> bool:
+    """Drop the entries not in ``keep`` (none when it is None); whether any was dropped."""
+    stale = set(entries) - set(keep) if keep is not None else set()
+    for key in stale:
+        del entries[key]
+    return bool(stale)
+
+
 @dataclass
 class ParseCache:
     """The cache of one project; does nothing when ``enabled`` is false."""
@@ -150,15 +193,9 @@ class ParseCache:
         return cache
 
     def _read(self) -> dict[str, dict[str, Any]]:
+        body = read_checked(self.file)
         try:
-            raw = self.file.read_bytes()
-        except OSError:
-            return {}
-        digest, _, body = raw.partition(b"\n")
-        if digest != _digest(body):
-            return {}  # corrupt or truncated
-        try:
-            document = json.loads(body)
+            document = json.loads(body) if body is not None else None
         except ValueError:
             return {}
         if not isinstance(document, dict) or document.get("code") != self.code:
@@ -205,28 +242,8 @@ class ParseCache:
         self.changed = True
 
     def save(self, keep: Collection[str] | None = None) -> None:
-        """Write the cache if anything changed, keeping only ``keep`` (all entries when None).
-
-        Written to a temporary file and renamed, so a reader never sees half a file; a failure to
-        write (read-only home, full disk) only means the next command parses again.
-        """
-        if not self.enabled:
-            return
-        if keep is not None:
-            stale = set(self.entries) - set(keep)
-            for rel_path in stale:
-                del self.entries[rel_path]
-            self.changed = self.changed or bool(stale)
-        if not self.changed:
+        """Write the cache if anything changed, keeping only ``keep`` (all entries when None)."""
+        if not self.enabled or not (prune(self.entries, keep) or self.changed):
             return
         body = json.dumps({"code": self.code, "manifests": self.entries}, separators=(",", ":")).encode()
-        tmp = self.file.with_name(f"{self.file.name}.{os.getpid()}.tmp")
-        try:
-            self.file.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_bytes(_digest(body) + b"\n" + body)
-            os.replace(tmp, self.file)
-        except OSError:
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
-            return
-        self.changed = False
+        self.changed = not write_checked(self.file, body)

@@ -20,6 +20,7 @@ from odfproj.plan.sources import PlanRequest, plan_project
 from odfproj.plan.workspace_state import WorkspaceState, load_workspace_state
 from odfproj.project import parse_cache
 from odfproj.project.config import ProjectConfig, load_project
+from odfproj.project.parse_cache import write_checked
 from odfproj.run.apply import apply_plan
 from odfproj.storage.workspace import Workspace
 from tests import manifests
@@ -142,7 +143,7 @@ def test_a_corrupt_or_hostile_cache_is_ignored(project, built, cache_home, tmp_p
     else:  # a valid digest over a pickle that would run a command if it were loaded blindly
         body = pickle.dumps(_Hostile(canary))
         assert not canary.exists() and pickle.loads is not None
-        path.write_bytes(view_cache._digest(body) + b"\n" + body)
+        assert write_checked(path, body)
         with pytest.raises(pickle.UnpicklingError):
             view_cache._ViewUnpickler(io.BytesIO(body)).load()
     built.clear()

@@ -155,8 +155,7 @@ def _forge(cache_home: Path, edit: Callable[[dict[str, Any]], None]) -> None:
     path = _cache_file(cache_home)
     document = json.loads(path.read_bytes().partition(b"\n")[2])
     edit(document)
-    body = json.dumps(document).encode()
-    path.write_bytes(parse_cache._digest(body) + b"\n" + body)
+    assert parse_cache.write_checked(path, json.dumps(document).encode())
 
 
 CORRUPTIONS: dict[str, Callable[[Path], None]] = {
