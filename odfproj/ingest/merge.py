@@ -117,6 +117,69 @@ def merge_ledger(batch: DataFrame, history: DataFrame | None, primary_key: Seque
     return _finish(rows, _op_literal(Op.APPEND), batch, [column(EVENT_TIME).asc_nulls_first(), column(_POS)])
 
 
+#: At most this many rows a Ledger drops are gathered to the driver by :func:`ledger_in_batch_order`.
+LEDGER_DROPS_LIMIT = 100_000
+
+
+def ledger_in_batch_order(
+    batch: DataFrame,
+    history: DataFrame | None,
+    primary_key: Sequence[str],
+    *,
+    limit: int = LEDGER_DROPS_LIMIT,
+) -> DataFrame | None:
+    """Ledger for a scanned batch whose rows share one event time: the batch without the rows it drops.
+
+    With one event time, :func:`merge_ledger`'s order is the batch's own, so instead of moving every
+    row by key and sorting them back, only the key columns are aggregated (and matched against
+    ``history``), the positions of the dropped rows (a key's later rows, and rows whose key was seen)
+    come to the driver, and the batch is filtered by a broadcast anti-join on its position, which keeps
+    its partitions and order. ``batch`` must be a scan (every computation gives the same rows in the
+    same partitions and order: the position is ``monotonically_increasing_id()`` over it). The caller
+    adds ``op``. ``None`` when more than ``limit`` rows are dropped: then use :func:`merge_ledger`.
+    """
+    from pyspark.sql import functions as F
+
+    key = _check_key(primary_key, batch, "Ledger")
+    _check_batch(batch)
+    positioned = batch.select(*[column(k) for k in key], F.monotonically_increasing_id().alias(_POS))
+    count, lowest, highest = (_HELPER_PREFIX + n for n in ("count", "lowest", "highest"))
+    repeated = (
+        positioned.groupBy(*[column(k) for k in key])
+        .agg(F.count(F.lit(1)).alias(count), F.min(_POS).alias(lowest), F.max(_POS).alias(highest))
+        .where(column(count) > 1)
+        .limit(limit + 1)
+        .collect()
+    )
+    if sum(row[count] - 1 for row in repeated) > limit:
+        return None
+    dropped = {row[highest] for row in repeated if row[count] == 2}
+    many = [row for row in repeated if row[count] > 2]
+    if many:  # a key's rows between its first and last: find them by those few keys
+        keys = batch.sparkSession.createDataFrame(
+            [tuple(row[k] for k in key) for row in many], positioned.select(*key).schema
+        )
+        names = [f"{_HELPER_PREFIX}k{i}" for i in range(len(key))]
+        keys = keys.toDF(*names)
+        rows = positioned.join(F.broadcast(keys), _null_safe_equal(key, names), "left_semi").collect()
+        firsts = {tuple(row[k] for k in key): row[lowest] for row in many}
+        dropped |= {row[_POS] for row in rows if row[_POS] != firsts[tuple(row[k] for k in key)]}
+    if history is not None:
+        _check_history_has(history, key)
+        names = [f"{_HELPER_PREFIX}seen{i}" for i in range(len(key))]
+        seen = history.select(*[column(k).alias(n) for k, n in zip(key, names, strict=True)])
+        known = positioned.join(seen, _null_safe_equal(key, names), "left_semi").select(_POS)
+        found = known.limit(limit + 1).collect()
+        dropped |= {row[_POS] for row in found}
+        if len(found) > limit or len(dropped) > limit:
+            return None
+    if not dropped:
+        return batch
+    drops = batch.sparkSession.createDataFrame([(p,) for p in sorted(dropped)], f"{_POS} long")
+    kept = batch.withColumn(_POS, F.monotonically_increasing_id())
+    return kept.join(F.broadcast(drops), _POS, "left_anti").drop(_POS)
+
+
 def merge_snapshot(
     batch: DataFrame,
     history: DataFrame | None,
@@ -367,6 +430,7 @@ __all__ = [
     "MergeError",
     "check_unique_keys",
     "current_state",
+    "ledger_in_batch_order",
     "merge_append",
     "merge_ledger",
     "merge_snapshot",

@@ -73,7 +73,7 @@ from odfproj.engine.types import arrow_schema_from_spark, spark_type_from_arrow
 from odfproj.errors import EngineError, OdfprojError
 from odfproj.ingest.errors import IngestError, UnsupportedSourceError, source_label
 from odfproj.ingest.fetch import POLLING_SOURCE_NAME, FetchedItem, fetch, ingested_glob_files
-from odfproj.ingest.merge import check_unique_keys, sorted_keys_repeat
+from odfproj.ingest.merge import check_unique_keys, ledger_in_batch_order, sorted_keys_repeat
 from odfproj.ingest.prepare import prepare
 from odfproj.ingest.read import ReadError, describe_bad_rows, read_files
 from odfproj.ingest.scratch import scratch_folder
@@ -325,13 +325,14 @@ def bad_rows_described(engine: SparkEngine, read: model.ReadStep, path: Path, wh
 
 
 def materialize_read(strategy: model.MergeStrategy) -> bool:
-    """Whether to materialise the read: yes for Ledger and Snapshot (they use the batch twice), not for Append.
+    """Whether to materialise the read: yes for Snapshot and the CDC merges, not for Append and Ledger.
 
-    A lazily read batch is parsed once, while the commit pins the numbered records in a checkpoint
-    (measured: about a quarter of the time of an Append ingest is the extra pass); read errors then surface there,
-    still naming the dataset, source and file.
+    A lazily read batch is parsed when used, and a checkpoint costs more than a parse (measured: about a
+    quarter of the time of an Append ingest was the extra pass): Append numbers the scan itself, and a
+    Ledger of one event time reads only its key columns before that (``ledger_in_batch_order``); read
+    errors then surface in the commit, still naming the dataset, source and file.
     """
-    return not isinstance(strategy, model.MergeStrategyAppend)
+    return not isinstance(strategy, model.MergeStrategyAppend | model.MergeStrategyLedger)
 
 
 def preprocess_batch(
@@ -402,6 +403,13 @@ def commit_batch(
         first_snapshot = (
             isinstance(merge_strategy, model.MergeStrategySnapshot) and state is None and history is None
         )
+        if scanned and isinstance(merge_strategy, model.MergeStrategyLedger) and not from_data and plain:
+            # One event time: the Ledger's order is the scan's, so drop rows instead of sorting them.
+            strategy = in_standard_names(merge_strategy, vocab)
+            assert isinstance(strategy, model.MergeStrategyLedger)
+            kept = ledger_in_batch_order(batch, history, strategy.primary_key)
+            if kept is not None:
+                batch, in_batch_order = kept, True
         if in_batch_order:
             # Every row has the same event time, so Append's stable sort by event time keeps the
             # batch's own order: skip the single-partition sort (same rows, same offsets).
