@@ -26,7 +26,7 @@ import contextlib
 import os
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +59,9 @@ class StoredPart:
     directory: Path
     file: StoredFile
     count: int
+    #: The file's bytes, read (and proven) already: a partition the index loaded with it, so that a
+    #: save by another process that removes the file cannot pull it from under this reader.
+    data: bytes | None = field(default=None, repr=False)
 
 
 Part = KeyStore | StoredPart
@@ -293,7 +296,8 @@ class PartitionedKeyStore:
     def _decoded(self, part: Part, lo: int, hi: int | None) -> KeyStore:
         if isinstance(part, KeyStore):
             return part
-        store = decode_keys(read_content(part.directory, part.file), self.key_columns, self.schema)
+        data = part.data if part.data is not None else read_content(part.directory, part.file)
+        store = decode_keys(data, self.key_columns, self.schema)
         if len(store) != part.count or (
             len(store) and (int(store.hashes[0]) < lo or (hi is not None and int(store.hashes[-1]) >= hi))
         ):
@@ -475,6 +479,9 @@ def stored_store(
     parts: list[Part] = [StoredPart(directory, f, count) for f, count in files]
     if len(parts) != 1 << bits:
         raise CorruptIndexError("the manifest's key partitions do not match its partition bits")
-    # Even one partition is decoded only when an update or a key lookup needs it: a read of the state
-    # (the current or an as-at bitmap) never does.
+    if not bits:  # one partition is small (at most about PARTITION_KEYS keys): its bytes are kept in
+        # memory, but decoded only when an update or a key lookup needs them: a read of the state
+        # (the current or an as-at bitmap) never does.
+        [(f, count)] = files
+        parts = [StoredPart(directory, f, count, read_content(directory, f))]
     return PartitionedKeyStore(key_columns, schema, bits, parts, work_parent=directory)

@@ -307,8 +307,9 @@ def _load(directory: Path, manifest: Manifest) -> StateIndex:
         stored[f"base-{block:09d}"] = f
     index.log.restore(segments, times, hashes, bases)
     index.current = BitMap64.deserialize(read_content(directory, manifest.current))
-    for f, _ in manifest.keys:
-        check_content(directory, f)  # streamed: proven now, decoded only when an update needs it
+    if manifest.key_bits:  # (one partition is read whole, and proven, by stored_store)
+        for f, _ in manifest.keys:
+            check_content(directory, f)  # streamed: proven now, decoded only when an update needs it
     index.key_store = stored_store(
         manifest.key_columns, manifest.key_types, manifest.key_bits, manifest.keys, directory
     )
