@@ -11,7 +11,8 @@ the first data.
 * **ChangelogStream** is ODF's own changelog: the rows are appended as they are, after checking that
   they are a valid continuation of the dataset, key by key, in the batch's order: ``+A`` only for a
   key with no current row; ``-R`` and ``-C`` only for a key with one, carrying exactly its values
-  (the spec: "the same exact data fields as the event being retracted", event time included); every
+  (the spec: "the same exact data fields as the event being retracted"; the event time too when the
+  rows carry their own, else the record is given the retracted row's); every
   ``-C`` immediately followed, within its key, by its ``+C``. The reference implementation appends
   such a batch unchecked; a broken changelog would make every reader's state wrong, so odfproj
   refuses it, naming the record (its 1-based position in the batch, which for a line-per-record
@@ -50,7 +51,7 @@ from odfproj.ingest.merge import (
     _null_safe_equal,
     merge_snapshot,
 )
-from odfproj.odf.data_schema import OP, Op
+from odfproj.odf.data_schema import EVENT_TIME, OP, Op
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -65,9 +66,15 @@ _SHOWN = 3
 
 
 def merge_changelog_stream(
-    batch: DataFrame, state: DataFrame | None, primary_key: Sequence[str]
+    batch: DataFrame, state: DataFrame | None, primary_key: Sequence[str], *, compare_event_time: bool = True
 ) -> DataFrame:
-    """ChangelogStream: ``batch``'s own records, checked against ``state`` key by key (module doc)."""
+    """ChangelogStream: ``batch``'s own records, checked against ``state`` key by key (module doc).
+
+    ``compare_event_time=False`` when the rows' event time is not theirs (it came from the fetch step or
+    the ingest's time, not from the data): a ``-R`` or ``-C`` then cannot carry the event time of the
+    row it retracts, so it is not compared, and the record gets the retracted row's own, as the spec
+    wants a retraction to carry it.
+    """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -85,9 +92,6 @@ def merge_changelog_stream(
         rows = rows.join(
             in_one_partition(current), _null_safe_equal(key, [stored[data.index(k)] for k in key]), "left"
         )
-        stored_values = F.struct(
-            *[_comparable(column(s), types[c]).alias(c) for c, s in zip(data, stored, strict=True)]
-        )
         live_at_start = column(_LIVE).isNotNull()
     else:
         stored_values = F.lit(None)
@@ -96,8 +100,18 @@ def merge_changelog_stream(
     in_key = Window.partitionBy(*[column(k) for k in key]).orderBy(column(_POS))
     op = column(OP)
     before, after = F.lag(op).over(in_key), F.lead(op).over(in_key)
-    values = F.struct(*[_comparable(column(c), types[c]).alias(c) for c in data])
+    compared = [c for c in data if compare_event_time or c != EVENT_TIME]
+    values = F.struct(*[_comparable(column(c), types[c]).alias(c) for c in compared])
+    if state is not None:
+        stored_of = dict(zip(data, stored, strict=True))
+        stored_values = F.struct(*[_comparable(column(stored_of[c]), types[c]).alias(c) for c in compared])
+        stored_event_time = column(stored_of[EVENT_TIME])
+    else:
+        stored_event_time = F.lit(None)
     previous_values = F.when(before.isNull(), stored_values).otherwise(F.lag(values).over(in_key))
+    previous_event_time = F.when(before.isNull(), stored_event_time).otherwise(
+        F.lag(column(EVENT_TIME)).over(in_key)
+    )
     live = F.when(before.isNull(), live_at_start).otherwise(before.isin(int(Op.APPEND), int(Op.CORRECT_TO)))
     asserting_old = op.isin(int(Op.RETRACT), int(Op.CORRECT_FROM))
     problem = (
@@ -123,6 +137,9 @@ def merge_changelog_stream(
     )
     checked = rows.withColumn(_PROBLEM, problem)
     _refuse(checked, rows, key)
+    if not compare_event_time:
+        retracted_time = F.when(asserting_old, previous_event_time).otherwise(column(EVENT_TIME))
+        checked = checked.withColumn(EVENT_TIME, retracted_time)
     order = [*(column(k).asc_nulls_first() for k in key), column(_POS)]
     return _finish(checked, op, batch.drop(OP), order)
 

@@ -51,7 +51,12 @@ def merge(
                 check_unique=check_unique,
             )
         case model.MergeStrategyChangelogStream(primary_key=primary_key):
-            return merge_changelog_stream(batch, _state_of(state, history, primary_key), primary_key)
+            return merge_changelog_stream(
+                batch,
+                _state_of(state, history, primary_key),
+                primary_key,
+                compare_event_time=compare_event_time,
+            )
         case model.MergeStrategyUpsertStream(primary_key=primary_key):
             return merge_upsert_stream(
                 batch,

@@ -144,6 +144,8 @@ class Newer:
     what: str
     version: str
     foreign: str = ""
+    #: odfproj runs it in a workspace whose ``odf_version`` is at least ``version`` (its chains record it).
+    runs: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +167,8 @@ def refusal_for(construct: Newer, odf_version: str = DEFAULT_ODF_VERSION) -> str
         return f"{construct.what} (ODF {construct.version}) is not one odfproj runs: {construct.foreign}"
     if _version_key(odf_version) < _version_key(construct.version):
         return f"{construct.what} needs ODF {construct.version} ({_NEWEST_SETTING})"
+    if construct.runs:
+        return None
     return f"{construct.what} (ODF {construct.version}) is not supported yet by odfproj"
 
 
@@ -235,7 +239,9 @@ def _source_forms(event: dict[str, Any], path: Path) -> Iterator[_Refused]:
     newer_merge = _NEWER_MERGE.get(str(merge.get("kind", "")).lower()) if isinstance(merge, dict) else None
     if newer_merge is not None:
         where = (*path, "merge", "kind")
-        yield _Refused(where, construct=Newer(where, f"merge strategy {newer_merge}", _MERGE_VERSION))
+        yield _Refused(
+            where, construct=Newer(where, f"merge strategy {newer_merge}", _MERGE_VERSION, runs=True)
+        )
     read = event.get("read")
     if isinstance(read, dict):
         try:

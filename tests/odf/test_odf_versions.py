@@ -255,8 +255,6 @@ def test_set_data_schema_raw_arrow_schema_is_the_035_schema_renamed():
 
 #: Constructs no 0.35 event records: the manifest change, the construct as named, the version it needs.
 REFUSED = [
-    ({"merge": {"kind": "ChangelogStream", "primaryKey": ["id"]}}, "merge strategy ChangelogStream", "0.37"),
-    ({"merge": {"kind": "upsertStream", "primaryKey": ["id"]}}, "merge strategy UpsertStream", "0.37"),
     ({"read": {"kind": "Csv", "schema": _fields("Float16")}}, "read.schema field 'c0': type Float16", "0.38"),
     ({"read": {"kind": "Csv", "schema": _fields({"kind": "Duration"})}}, "type Duration", "0.38"),
     ({"read": {"kind": "Csv", "schema": _fields("Null")}}, "type Null", "0.38"),
@@ -320,13 +318,29 @@ def test_what_no_035_event_records_is_refused_in_one_line(change, construct, ver
     assert only_problem(data, "0.39").endswith(f"(ODF {version}) is not supported yet by odfproj")
 
 
+#: The CDC merges of ODF 0.37: refused in a 0.35 workspace, recorded as they are in a 0.39 one.
+CDC_MERGES = [
+    ({"kind": "ChangelogStream", "primaryKey": ["id"]}, "merge strategy ChangelogStream"),
+    ({"kind": "upsertStream", "primaryKey": ["id"]}, "merge strategy UpsertStream"),
+]
+
+
+@pytest.mark.parametrize(("merge", "construct"), CDC_MERGES, ids=[m[1] for m in CDC_MERGES])
+def test_a_cdc_merge_needs_a_039_workspace_and_loads_there(merge, construct):
+    data = _root(merge=merge)
+    line = only_problem(data)
+    assert construct in line and line.endswith(f"needs ODF 0.37 {NEEDS}"), line
+    assert not check_manifest(data, "datasets/x.yaml", odf_version="0.39").problems
+    misspelt = _root(merge={**merge, "primaryKeys": ["id"]})
+    assert "primaryKeys" in only_problem(misspelt, "0.39")  # validated like any 0.35 variant
+
+
 def test_the_decision_is_one_function_of_the_construct_and_the_workspace_version():
-    merge = Newer(("merge",), "merge strategy ChangelogStream", "0.37")
+    merge = Newer(("merge",), "merge strategy ChangelogStream", "0.37", runs=True)
     assert refusal_for(merge, "0.35") == f"merge strategy ChangelogStream needs ODF 0.37 {NEEDS}"
-    assert (
-        refusal_for(merge, "0.39")
-        == "merge strategy ChangelogStream (ODF 0.37) is not supported yet by odfproj"
-    )
+    assert refusal_for(merge, "0.39") is None
+    typed = Newer(("read",), "type Float16", "0.38")
+    assert refusal_for(typed, "0.39") == "type Float16 (ODF 0.38) is not supported yet by odfproj"
     ethereum = Newer(("fetch",), "the fetch step EthereumLogs", "0.36", "it needs a node")
     assert refusal_for(ethereum, "0.35") == refusal_for(ethereum, "0.39")
     assert refusal_for(ethereum, "0.39").endswith("is not one odfproj runs: it needs a node")

@@ -88,16 +88,16 @@ def test_the_upgraded_root_loads_as_its_035_event(project):
     assert snapshot.metadata[0].read.schema == ("id BIGINT NOT NULL", "v STRING NOT NULL")
 
 
-def test_a_039_workspace_refuses_them_as_not_supported_yet(project):
-    """Until odfproj records 0.39 chains; the loader passes odfproj.yaml's odf_version to the one decision."""
+def test_a_039_workspace_runs_cdc_merges_and_refuses_the_rest_as_not_supported_yet(project):
+    """The loader passes odfproj.yaml's odf_version to the one decision: a 0.39 workspace records a CDC
+    merge as it is, and refuses what odfproj cannot run yet."""
     (project / "odfproj.yaml").write_text('name: p\nodf_version: "0.39"\n')
     with pytest.raises(ManifestError) as raised:
         selected(project)
     assert sorted(raised.value.problems) == [
-        "datasets/cdc.yaml:18:15: com.example.cdc: merge strategy ChangelogStream (ODF 0.37) "
-        "is not supported yet by odfproj",
         "datasets/half.yaml:16:21: com.example.half: read.schema field 'v': type Float16 (ODF 0.38) "
         "is not supported yet by odfproj",
     ]
+    assert selected(project, select=("com.example.cdc",)).selection.names == ("com.example.cdc",)
     # The 0.38 forms with a 0.35 meaning load in a 0.39 workspace too.
     assert selected(project, select=("com.example.orders",)).selection.names == ("com.example.orders",)
