@@ -19,8 +19,9 @@ Rewritten (spellings of 0.35 events):
   ``{kind: ...}``.
 - ``SetDataSchema.rawArrowSchema`` (0.37, the new name of 0.35's Arrow flatbuffer) becomes ``schema``.
 
-Refused in a 0.35 workspace (``odf_version: "0.39"`` is what would accept them), and "not supported
-yet" in a 0.39 one until odfproj records 0.39 chains: ``DataType``\\ s DDL cannot state exactly
+Refused in a 0.35 workspace (``odf_version: "0.39"`` is what would accept them); in a 0.39 one the
+merge strategies ``ChangelogStream`` and ``UpsertStream`` are recorded as they are (``Newer.runs``) and
+the rest are "not supported yet": ``DataType``\\ s DDL cannot state exactly
 (``Float16``, ``Duration``, ``Null``, fixed-size binaries and lists, sorted maps, a time zone other
 than UTC, negative decimal scales), ``extra`` attributes, the merge strategies ``ChangelogStream`` and
 ``UpsertStream`` (0.37), ``SetDataSchema`` holding an ODF ``DataSchema`` (0.37) and the resource
