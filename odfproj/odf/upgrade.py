@@ -23,8 +23,7 @@ Refused in a 0.35 workspace (``odf_version: "0.39"`` is what would accept them);
 merge strategies ``ChangelogStream`` and ``UpsertStream`` are recorded as they are (``Newer.runs``) and
 the rest are "not supported yet": ``DataType``\\ s DDL cannot state exactly
 (``Float16``, ``Duration``, ``Null``, fixed-size binaries and lists, sorted maps, a time zone other
-than UTC, negative decimal scales), ``extra`` attributes, the merge strategies ``ChangelogStream`` and
-``UpsertStream`` (0.37), ``SetDataSchema`` holding an ODF ``DataSchema`` (0.37) and the resource
+than UTC, negative decimal scales), ``extra`` attributes, ``SetDataSchema`` holding an ODF ``DataSchema`` (0.37) and the resource
 manifests of 0.39 (``$schema: https://opendatafabric.org/schemas/...``). Refused in any workspace: a
 fetch step odfproj does not run (``EthereumLogs``, 0.36: it needs an Ethereum node).
 
