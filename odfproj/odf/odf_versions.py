@@ -27,8 +27,12 @@ def block_version_for(odf_version: str) -> int:
 
 
 def odf_version_of(block_version: int) -> str:
-    """The ``odf_version`` setting that writes blocks of ``block_version``."""
-    return next(odf for odf, v in BLOCK_VERSION_OF.items() if v == block_version)
+    """The ``odf_version`` setting that writes blocks of ``block_version`` (another version is read only:
+    named by its manifest version, e.g. a chain an older tool wrote)."""
+    return next(
+        (odf for odf, v in BLOCK_VERSION_OF.items() if v == block_version),
+        f"manifest version {block_version}",
+    )
 
 
 def writes_odf_schema(block_version: int) -> bool:
