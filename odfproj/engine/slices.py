@@ -42,7 +42,6 @@ from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from odfproj.engine.columns import column
@@ -249,7 +248,8 @@ def _joined(cell: Path, offset_column: str, codec: str) -> WrittenSlice | None:
     """One grid cell's file: the one piece a task wrote, or the pieces of the tasks that shared it, joined.
 
     The pieces must follow each other (each holds consecutive offsets, and the next starts right after);
-    they are joined in offset order into one file with the schema Spark gave them.
+    they are joined in offset order into one file with the schema Spark gave them, one row group in
+    memory at a time.
     """
     pieces = _slices_of(sorted(cell.glob("part-*.parquet")), offset_column)
     if len(pieces) <= 1:
@@ -260,9 +260,13 @@ def _joined(cell: Path, offset_column: str, codec: str) -> WrittenSlice | None:
                 f"Spark wrote offsets {before.first}..{before.last} and {after.first}..{after.last} for one "
                 "data file; nothing was committed"
             )
-    tables = [pq.ParquetFile(p.path).read() for p in pieces]
     joined = cell / "joined.parquet"
-    pq.write_table(pa.concat_tables(tables), str(joined), compression=codec)
+    schema = pq.read_schema(pieces[0].path)
+    with pq.ParquetWriter(str(joined), schema, compression=codec) as writer:
+        for piece in pieces:  # one row group in memory at a time
+            with pq.ParquetFile(piece.path) as parquet:
+                for group in range(parquet.num_row_groups):
+                    writer.write_table(parquet.read_row_group(group))
     return WrittenSlice(joined, pieces[0].first, sum(p.count for p in pieces))
 
 
