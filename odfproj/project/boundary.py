@@ -59,10 +59,11 @@ def path_refusal(path: Path, root: Path, resolve: Callable[[Path], Path] = Path.
         resolved = resolve(path)
     except (OSError, RuntimeError):  # a symlink loop
         return "refused: a symlink loop"
-    if not resolved.is_relative_to(root):
+    try:
+        inside = resolved.relative_to(root).parts  # what is_relative_to does, once
+    except ValueError:
         via = " through a symlink" if path.absolute().is_relative_to(root) else ""
         return f"refused: resolves outside the project folder{via}; only files inside it are read"
-    inside = resolved.relative_to(root).parts
     if inside and inside[0] in PRIVATE_DIRS:
         return f"refused: resolves into {inside[0]}/, which the project never reads"
     return None
