@@ -476,10 +476,14 @@ class QueryScope:
 
 
 def _schema_json(frame: DataFrame) -> str:
-    """``frame``'s schema as JSON, read in the JVM when it is there: a geometry column's type is known
-    only to Sedona's Python package, which odfproj does not need (``engine.gis``)."""
-    jdf = getattr(frame, "_jdf", None)
-    return str(jdf.schema().json()) if jdf is not None else frame.schema.json()
+    """``frame``'s schema as JSON (PySpark keeps it once read); read in the JVM for a geometry column,
+    whose type only Sedona's Python package, which odfproj does not need, could parse (``engine.gis``)."""
+    from pyspark.errors import PySparkValueError
+
+    try:
+        return frame.schema.json()
+    except PySparkValueError:
+        return str(frame._jdf.schema().json())  # type: ignore[attr-defined]
 
 
 def _with_gis(session: SparkSession, queries: list[str]) -> bool:
