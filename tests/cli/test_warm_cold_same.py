@@ -177,18 +177,20 @@ class Case:
     apart: bool = False
     #: The lines of a file given on the command line (written in the project folder).
     lines: str | None = None
-    #: Whether the warm command reaches the server (a plan whose queries did not change does not).
+    #: Whether the warm command reaches the server (a plan whose queries did not change does not, nor a
+    #: run whose plan needs no Spark).
     served: bool = True
     #: Whether the command fails (exit code not 0).
     fails: bool = True
 
 
 CASES = (
-    Case("run: a manifest refused", BROKEN, ("run",)),
-    Case("run: two manifests refused", _both(BROKEN, BROKEN_TOO), ("run",)),
+    # A run whose plan refuses, or needs no Spark, stays in the command (run_project's hand_off).
+    Case("run: a manifest refused", BROKEN, ("run",), served=False),
+    Case("run: two manifests refused", _both(BROKEN, BROKEN_TOO), ("run",), served=False),
     Case("plan: a manifest refused", BROKEN, ("plan",), served=False),
     Case("plan: two manifests refused", _both(BROKEN, BROKEN_TOO), ("plan",), served=False),
-    Case("run: an evolution rule refuses", MERGE_CHANGED, ("run",)),
+    Case("run: an evolution rule refuses", MERGE_CHANGED, ("run",), served=False),
     Case("plan: an evolution rule refuses", MERGE_CHANGED, ("plan",), served=False),
     Case("plan: an unknown column", UNKNOWN_COLUMN, ("plan",)),
     Case("run: an unknown column", UNKNOWN_COLUMN, ("run",)),
@@ -198,9 +200,15 @@ CASES = (
     Case("run: a query fails while it runs", FAILS_WHILE_IT_RUNS, ("run",)),
     Case("run: an ingest fails, its reader skipped", BAD_ROWS, ("run",)),
     Case("run: a file never ingested (a warning)", NEVER_INGESTED, ("run",), fails=False),
-    Case("run: a selector that matches nothing", _both(), ("run", "--select", "nope"), fails=False),
+    Case(
+        "run: a selector that matches nothing",
+        _both(),
+        ("run", "--select", "nope"),
+        fails=False,
+        served=False,
+    ),
     Case("run: data tests fail", FAILING_TESTS, ("run", "--select", "good")),
-    Case("run: a test file refused", WRONG_TESTS, ("run",)),
+    Case("run: a test file refused", WRONG_TESTS, ("run",), served=False),
     Case("sql: not SQL", _both(), ("sql", "SELEC id FROM `good`")),
     Case("sql: an unknown dataset", _both(), ("sql", "SELECT * FROM `nope`")),
     Case("sql: an unknown column", _both(), ("sql", "SELECT nope FROM `good`")),
