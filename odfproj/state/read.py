@@ -47,11 +47,11 @@ def read_state(
     schema, parts = state_parts(dataset, columns, as_at, key_columns=key_columns, index=index)
     tables: list[pa.Table] = []
     rows = 0
-    for part in parts:
-        if limit is not None and rows >= limit:
-            break
+    for part in parts if limit != 0 else ():
         tables.append(part)
         rows += part.num_rows
+        if limit is not None and rows >= limit:
+            break  # before the next file is opened
     table = pa.concat_tables(tables) if tables else schema.empty_table()
     return table.slice(0, limit) if limit is not None else table
 
