@@ -91,11 +91,9 @@ _SHORTEST_ABBREVIATION = 4
 
 
 def _abbreviated_block(dataset: Dataset, text: str) -> Multihash:
-    matches = [
-        block_hash
-        for block_hash, _ in dataset.iter_blocks()
-        if (full := block_hash.to_multibase()).endswith(text) or full.startswith(text)
-    ]
+    from odfproj.storage.data_index import data_index
+
+    matches = data_index(dataset).blocks_like(text)  # every block's hash, without a walk of the chain
     if not matches:
         raise OdfprojError(f"--as-at {text!r}: no block of dataset {dataset.name} has a hash like that")
     if len(matches) > 1:

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from odfproj.odf import model
-from odfproj.odf.multiformats import Multihash
+from odfproj.odf.multiformats import Multihash, multibase_encode
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.errors import StorageError
 from odfproj.storage.fsutil import replace_atomic
@@ -72,6 +72,14 @@ class DataIndex:
     @cached_property
     def head(self) -> Multihash:
         return Multihash.from_bytes(self.table.column("block_hash")[-1].as_py())
+
+    def blocks_like(self, text: str) -> list[Multihash]:
+        """The blocks whose hash, as multibase text, starts or ends with ``text`` (an abbreviation)."""
+        return [
+            Multihash.from_bytes(data)
+            for data in self.table.column("block_hash").to_pylist()
+            if (full := multibase_encode(data)).startswith(text) or full.endswith(text)
+        ]
 
     def block_hash(self, sequence_number: int) -> bytes:
         """The hash (multihash bytes) of the block at ``sequence_number``."""

@@ -126,3 +126,16 @@ def test_an_index_whose_head_left_the_chain_is_never_used(
     assert _indexed(reader, regrown[-1]) == _walked(reader, regrown[-1])
     assert data_as_of(reader, dropped[-1]) is None  # on disk, but not in the chain any more
     assert data_index(reader).block_count == reader.projection().block_count
+
+
+def test_an_abbreviated_hash_is_found_among_every_block_as_a_walk_finds_it(
+    root: Dataset, writer: Writer
+) -> None:
+    _grow(writer, 6)
+    walked = [block_hash for block_hash, _ in root.iter_blocks()]
+    index = data_index(root)
+    for block_hash in walked:
+        tail = block_hash.short()
+        assert index.blocks_like(tail) == [h for h in walked[::-1] if h.to_multibase().endswith(tail)]
+    assert index.blocks_like(walked[0].to_multibase()) == [walked[0]]
+    assert len(index.blocks_like("f1620")) == len(walked)  # every hash starts so: a prefix matches all
