@@ -64,6 +64,8 @@ class ChainView:
     #: For a derivative: how its last update computed it under its current query (the ``info/`` record
     #: of :mod:`odfproj.storage.update_record`); None when no update recorded it.
     last_update: UpdateRecord | None = None
+    #: The manifest version of the chain's blocks (``odf.odf_versions``: 2 is ODF 0.35's form, 3 is 0.39's).
+    block_version: int | None = None
 
     @property
     def data_schema(self) -> pa.Schema | None:

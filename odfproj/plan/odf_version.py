@@ -8,32 +8,24 @@ setting, so a user who changed the setting knows which chains it does not reach.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from pathlib import Path
+from collections.abc import Iterable, Mapping
 
-from odfproj.errors import OdfprojError
 from odfproj.odf.odf_versions import block_version_for, odf_version_of
+from odfproj.plan.diff import ChainView
 
 
-def odf_version_warnings(odf_version: str, workspace: Path, names: Iterable[str]) -> list[str]:
-    """One line per dataset of ``names`` in ``workspace`` whose chain is not in the ``odf_version`` form."""
-    from odfproj.storage.workspace import Workspace
-
+def odf_version_warnings(odf_version: str, views: Mapping[str, ChainView], names: Iterable[str]) -> list[str]:
+    """One line per dataset of ``names`` whose chain (its plan view, keyed by lower-case name) is not in
+    the ``odf_version`` form. Reads nothing: the view recorded the chain's block version."""
     wanted = block_version_for(odf_version)
-    if not (workspace / "datasets").is_dir():
-        return []
-    opened = Workspace(workspace)
     lines = []
-    selected = {n.lower() for n in names}
-    for name in sorted(n for n in opened.list_datasets() if n.lower() in selected):
-        try:
-            version = opened.open(name, recover=False).block_version()
-        except (OdfprojError, KeyError):
-            continue  # an unreadable chain is reported by the plan's own checks
-        if version != wanted:
+    for name in sorted(names):
+        view = views.get(name.lower())
+        version = view.block_version if view is not None else None
+        if version is not None and version != wanted:
             lines.append(
-                f"{name}: its chain is in the ODF {odf_version_of(version)} form (manifest version {version}); the workspace "
-                f'writes new chains as {odf_version} (odf_version: "{odf_version}" in odfproj.yaml); '
-                f"blocks appended to {name} stay ODF {odf_version_of(version)}"
+                f"{name}: its chain is in the ODF {odf_version_of(version)} form (manifest version {version}); "
+                f'the workspace writes new chains as {odf_version} (odf_version: "{odf_version}" in '
+                f"odfproj.yaml); blocks appended to {name} stay ODF {odf_version_of(version)}"
             )
     return lines

@@ -123,7 +123,7 @@ def plan_project(
         orphans=orphans,
         warnings=(
             *snapshot.selection.warnings,
-            *odf_version_warnings(config.odf_version, snapshot.workspace, snapshot.selection.names),
+            *odf_version_warnings(config.odf_version, snapshot.state.views, snapshot.selection.names),
         ),
         query_checker=query_checker,
         orphan_readers={

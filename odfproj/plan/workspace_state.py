@@ -86,6 +86,7 @@ def _view_of(dataset: Dataset) -> ChainView:
         ),
         schema_bytes=projection.schema,
         last_update=read_update_record(dataset, projection) if projection.set_transform else None,
+        block_version=dataset.block_version(projection.head),
         **_files_glob_progress(dataset, projection),
     )
 

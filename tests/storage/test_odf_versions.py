@@ -19,6 +19,7 @@ from odfproj.odf import model
 from odfproj.odf.flatbuffers_codec import block_hash, decode_block
 from odfproj.odf.odf_schema import set_data_schema
 from odfproj.plan.odf_version import odf_version_warnings
+from odfproj.plan.workspace_state import load_workspace_state
 from odfproj.project.config import WORKSPACE_ENV, ProjectError, parse_config
 from odfproj.remote.repository import pull, push
 from odfproj.remote.store import FolderStore
@@ -90,12 +91,11 @@ def test_a_chain_keeps_its_form_and_plan_says_when_the_setting_differs(tmp_path:
     )
     assert {v for _, v in _stored_blocks(later.open("new-form"))} == {3}
 
-    lines = odf_version_warnings("0.35", tmp_path / "ws", ["NEW-FORM", "old-form", "absent"])
+    views = load_workspace_state(tmp_path / "ws").views
+    lines = odf_version_warnings("0.35", views, ["new-form", "old-form", "absent"])
     assert len(lines) == 1 and lines[0].startswith("new-form: its chain is in the ODF 0.39 form")
     assert 'odf_version: "0.35"' in lines[0]
-    assert [line.split(":")[0] for line in odf_version_warnings("0.39", tmp_path / "ws", ["old-form"])] == [
-        "old-form"
-    ]
+    assert [line.split(":")[0] for line in odf_version_warnings("0.39", views, ["old-form"])] == ["old-form"]
 
 
 @pytest.mark.parametrize(
