@@ -192,7 +192,7 @@ def _changelog_of(events):
     return rows
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(events=EVENTS, cut=st.integers(0, 8))
 def test_cdc_merges_are_batch_independent(spark, events, cut) -> None:
     """One batch or two (cut anywhere, a correction's pair kept together) give the same final state."""
