@@ -32,7 +32,8 @@ def _test_spark_settings():
 
 @pytest.fixture(scope="session")
 def spark():
-    """The one SparkSession of the test run (local[2], UI off, 2 shuffle partitions); mark tests ``spark``."""
+    """The one SparkSession of the test process (local[2], UI off, 2 shuffle partitions); mark tests
+    ``spark``. ``./dev test`` runs two worker processes (pytest-xdist), so a run has one per worker."""
     from odfproj.engine.session import SparkSessionHolder
 
     holder = SparkSessionHolder(_test_spark_settings())
