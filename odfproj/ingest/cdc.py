@@ -94,7 +94,6 @@ def merge_changelog_stream(
         )
         live_at_start = column(_LIVE).isNotNull()
     else:
-        stored_values = F.lit(None)
         live_at_start = F.lit(False)
 
     in_key = Window.partitionBy(*[column(k) for k in key]).orderBy(column(_POS))
@@ -107,7 +106,7 @@ def merge_changelog_stream(
         stored_values = F.struct(*[_comparable(column(stored_of[c]), types[c]).alias(c) for c in compared])
         stored_event_time = column(stored_of[EVENT_TIME])
     else:
-        stored_event_time = F.lit(None)
+        stored_values, stored_event_time = F.lit(None), F.lit(None)
     previous_values = F.when(before.isNull(), stored_values).otherwise(F.lag(values).over(in_key))
     previous_event_time = F.when(before.isNull(), stored_event_time).otherwise(
         F.lag(column(EVENT_TIME)).over(in_key)
