@@ -60,7 +60,7 @@ def change_batches(
         event = block.event
         offsets = records = None
         if isinstance(event, DATA_EVENTS) and event.new_data is not None:
-            path = dataset.layout.data_path(event.new_data.physical_hash)
+            path = dataset.objects.data_path(event.new_data.physical_hash)
             try:
                 records = pq.read_table(path, columns=columns).rename_columns([OFFSET, OP, *key_columns])
             except FileNotFoundError:

@@ -21,6 +21,7 @@ from odfproj.odf.flatbuffers_codec import decode_block, decode_manifest, encode_
 from odfproj.odf.identity import DatasetId
 from odfproj.odf.multiformats import Multihash
 from odfproj.odf.timestamps import to_utc
+from odfproj.storage.areas import ObjectAreas
 from odfproj.storage.chain import append_block
 from odfproj.storage.commit import Transaction, clean_leftovers, find_leftovers
 from odfproj.storage.errors import (
@@ -47,10 +48,23 @@ from odfproj.storage.projection import DATA_EVENTS, ChainProjection, ProjectionM
 class Dataset:
     """A dataset folder in the ODF reference layout."""
 
-    def __init__(self, name: str, path: Path, projections: ProjectionMemo | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        path: Path,
+        projections: ProjectionMemo | None = None,
+        *,
+        read_areas: Sequence[Path] = (),
+        pinned: str | None = None,
+    ) -> None:
         self.name = name
         self.path = Path(path)
         self.layout = DatasetLayout(self.path)
+        #: Where objects are found: this folder first, then ``read_areas`` (see ``storage.areas``).
+        self.objects = ObjectAreas(self.layout, tuple(DatasetLayout(Path(p)) for p in read_areas))
+        #: Why this handle must not append (a dataset an environment reads from production at a
+        #: pinned head); ``None`` for a writable dataset.
+        self.pinned = pinned
         self._projection: ChainProjection | None = None
         #: Projections already parsed by other handles of the same workspace (see ProjectionMemo).
         self._projections = projections
@@ -78,7 +92,7 @@ class Dataset:
 
     def read_block_bytes(self, block_hash: Multihash) -> bytes:
         """The stored manifest bytes of a block, checked against the hash that names them."""
-        path = self.layout.block_path(block_hash)
+        path = self.objects.block_path(block_hash)
         try:
             data = path.read_bytes()
         except FileNotFoundError:
@@ -88,7 +102,7 @@ class Dataset:
         return data
 
     def get_block(self, block_hash: Multihash) -> model.MetadataBlock:
-        path = self.layout.block_path(block_hash)
+        path = self.objects.block_path(block_hash)
         try:
             block, _version = decode_block(self.read_block_bytes(block_hash))
         except SerializationError as e:
@@ -302,6 +316,8 @@ class Dataset:
                 raise InvalidValueError(f"append takes metadata events, got {type(event).__name__}")
         if system_time is not None:
             system_time = to_utc(system_time)  # a naive time would be a guess
+        if self.pinned is not None:
+            raise StorageError(f"dataset {self.name}: {self.pinned}")
         with self.lock(timeout=timeout, purpose="append"):
             self._recover_locked()
             head = self.head()
@@ -356,7 +372,10 @@ class Dataset:
         data_files: list[Path | DescribedDataFile],
         checkpoint_file: Path | None,
     ) -> None:
-        """Stage and check the given files; require every other referenced file to be present."""
+        """Stage and check the given files; require every other referenced file to be present.
+
+        Given files go into this dataset's own folder; a referenced one may be found in a read area.
+        """
         kinds = (
             ("data", "newData", "data_file", data_files, self.layout.data_path, data_file_problem),
             (
@@ -368,6 +387,7 @@ class Dataset:
                 checkpoint_file_problem,
             ),
         )
+        find = {"data": self.objects.data_path, "checkpoint": self.objects.checkpoint_path}
         for kind, field, argument, given, locate, check in kinds:
             described = [
                 (b.sequence_number, getattr(b.event, _ATTRIBUTE[field]))
@@ -398,7 +418,7 @@ class Dataset:
                     )
                 tx.publish_as(staged, locate(expected.physical_hash))
             for seq, expected in described:
-                path = locate(expected.physical_hash)
+                path = find[kind](expected.physical_hash)
                 problem = check(path, expected, integrity=False)
                 if problem:
                     raise IntegrityError(

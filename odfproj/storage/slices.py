@@ -20,10 +20,10 @@ import numpy as np
 from odfproj.odf import model
 from odfproj.odf.multiformats import Multihash
 from odfproj.odf.odf_schema import arrow_schema_bytes
+from odfproj.storage.areas import ObjectAreas
 from odfproj.storage.data_index import DataIndex, data_index
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.errors import IntegrityError
-from odfproj.storage.layout import DatasetLayout
 
 __all__ = ["DataAsOf", "SliceFile", "data_as_of", "data_slices"]
 
@@ -60,7 +60,7 @@ class DataAsOf:
     index: DataIndex = field(repr=False)
     #: How many slices of the index are at or before the block.
     count: int
-    layout: DatasetLayout = field(repr=False)
+    objects: ObjectAreas = field(repr=False)
 
     @cached_property
     def slices(self) -> tuple[SliceFile, ...]:
@@ -104,7 +104,7 @@ class DataAsOf:
         for position in positions:
             sequence_number = int(rows[position])
             data = self.index.data_slice(sequence_number)
-            out.append(SliceFile(sequence_number, data, self.layout.data_path(data.physical_hash)))
+            out.append(SliceFile(sequence_number, data, self.objects.data_path(data.physical_hash)))
         return tuple(out)
 
 
@@ -135,7 +135,7 @@ def data_as_of(dataset: Dataset, block_hash: Multihash | None = None) -> DataAsO
         if isinstance(definition.event, model.SetDataSchema):
             schema = arrow_schema_bytes(definition.event)
     count = int(np.searchsorted(index.slice_rows, sequence_number, side="right"))
-    return DataAsOf(target, schema, index.watermark_at(sequence_number), index, count, dataset.layout)
+    return DataAsOf(target, schema, index.watermark_at(sequence_number), index, count, dataset.objects)
 
 
 def data_slices(dataset: Dataset) -> tuple[SliceFile, ...]:

@@ -39,11 +39,11 @@ from odfproj.odf.flatbuffers_codec import block_hash as hash_block_bytes
 from odfproj.odf.flatbuffers_codec import decode_block, decode_block_link
 from odfproj.odf.identity import DatasetId, DatasetKeyPair
 from odfproj.odf.multiformats import Multihash
+from odfproj.storage.areas import ObjectAreas
 from odfproj.storage.chain import append_block
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.errors import ChainInvariantError, IntegrityError
 from odfproj.storage.head import read_head
-from odfproj.storage.layout import DatasetLayout
 from odfproj.storage.objects import checkpoint_file_problem, data_file_problem
 from odfproj.storage.projection import DATA_EVENTS, ChainProjection
 from odfproj.storage.verify_record import InputMark, VerifyRecord, read_verify_record, write_verify_record
@@ -133,20 +133,21 @@ def _check_chain(
         return _Chain([IntegrityProblem(layout.head_ref, _without_path(str(e), layout.head_ref))])
     if head is None:
         return _Chain([IntegrityProblem(layout.head_ref, "missing head reference")])
-    if not layout.block_path(head).is_file():
+    objects = dataset.objects
+    if not objects.block_path(head).is_file():
         return _Chain(
             [
                 IntegrityProblem(
                     layout.head_ref,
-                    f"points to block {head}, which does not exist ({layout.block_path(head)})",
+                    f"points to block {head}, which does not exist ({objects.block_path(head)})",
                 )
             ]
         )
-    walk = _walk_back(layout, head, record, watch)
+    walk = _walk_back(objects, head, record, watch)
     if walk.problem is not None:
         return _Chain([walk.problem], walk=walk)
     base = record.projection if record is not None and walk.continued else None
-    chain = _replay(layout, walk, base, integrity)
+    chain = _replay(objects, walk, base, integrity)
     if chain.projection is not None and not chain.problems:
         chain.problems.extend(_cache_problems(dataset, chain.projection))
     return chain
@@ -189,7 +190,7 @@ def _decoded(
 
 
 def _walk_back(
-    layout: DatasetLayout, head: Multihash, record: VerifyRecord | None, watch: Multihash | None
+    objects: ObjectAreas, head: Multihash, record: VerifyRecord | None, watch: Multihash | None
 ) -> _Walk:
     """Follow ``prevBlockHash`` from the head, keeping hashes only, to the Seed or ``record``'s head.
 
@@ -202,7 +203,7 @@ def _walk_back(
     current: Multihash | None = head
     referrer = "refs/head"
     while current is not None:
-        path = layout.block_path(current)
+        path = objects.block_path(current)
         link, problem = _decoded(path, current, referrer, decode_block_link)
         if link is None:
             walk.problem = problem
@@ -223,7 +224,7 @@ def _walk_back(
     return walk
 
 
-def _replay(layout: DatasetLayout, walk: _Walk, base: ChainProjection | None, integrity: bool) -> _Chain:
+def _replay(objects: ObjectAreas, walk: _Walk, base: ChainProjection | None, integrity: bool) -> _Chain:
     """The second pass, oldest first: each block read again, its rules replayed, its files checked.
 
     The first rule broken ends the replay (the state after it is unknown) but not the file checks,
@@ -238,7 +239,7 @@ def _replay(layout: DatasetLayout, walk: _Walk, base: ChainProjection | None, in
     hashes = walk.hashes
     while hashes:
         block_hash = hashes.pop()
-        path = layout.block_path(block_hash)
+        path = objects.block_path(block_hash)
         decoded, problem = _decoded(
             path, block_hash, "a block read a moment before: removed while verify ran", decode_block
         )
@@ -254,7 +255,7 @@ def _replay(layout: DatasetLayout, walk: _Walk, base: ChainProjection | None, in
                 rule_problems.append(IntegrityProblem(path, str(e)))
         event = block.event
         if isinstance(event, DATA_EVENTS):
-            file_problems.extend(_object_problems(layout, block.sequence_number, event, integrity, seen))
+            file_problems.extend(_object_problems(objects, block.sequence_number, event, integrity, seen))
             if isinstance(event, model.ExecuteTransform):
                 chain.consumed.append((block.sequence_number, event.query_inputs))
     chain.problems = rule_problems + file_problems
@@ -263,7 +264,7 @@ def _replay(layout: DatasetLayout, walk: _Walk, base: ChainProjection | None, in
 
 
 def _object_problems(
-    layout: DatasetLayout,
+    objects: ObjectAreas,
     sequence_number: int,
     event: model.AddData | model.ExecuteTransform,
     integrity: bool,
@@ -272,8 +273,8 @@ def _object_problems(
     """The data file and checkpoint of one data event, each checked once per check."""
     problems: list[IntegrityProblem] = []
     objects = (
-        ("newData", event.new_data, layout.data_path, data_file_problem),
-        ("newCheckpoint", event.new_checkpoint, layout.checkpoint_path, checkpoint_file_problem),
+        ("newData", event.new_data, objects.data_path, data_file_problem),
+        ("newCheckpoint", event.new_checkpoint, objects.checkpoint_path, checkpoint_file_problem),
     )
     for name, described, locate, check in objects:
         if described is None or described.physical_hash in seen[name]:
