@@ -388,13 +388,11 @@ def _wrap(parts: Sequence[str], inner: T.DataType) -> T.StructType:
     return wrapped
 
 
-def _required(column: Column, message: str) -> Column:
+def _required(column: Column, files: Sequence[str], message: str) -> Column:
     """``column``, failing the read (naming the file) where it is null."""
     from pyspark.sql import functions as F
 
-    return F.when(
-        column.isNull(), F.raise_error(F.concat(F.input_file_name(), F.lit(f": {message}")))
-    ).otherwise(column)
+    return F.when(column.isNull(), F.raise_error(F.lit(f"{_describe(files)}: {message}"))).otherwise(column)
 
 
 def _read_json(
@@ -414,7 +412,7 @@ def _read_json(
                 )
         if declared is not None:
             return _numbers_from_text(
-                reader.schema(_spark_schema(_json_read_schema(declared))).json(files), declared
+                reader.schema(_spark_schema(_json_read_schema(declared))).json(files), declared, files
             )
         return reader.json(files)
     parts = _path_parts(step.sub_path)
@@ -436,9 +434,9 @@ def _read_json(
                 f"subPath {step.sub_path!r} in {_describe(files)} is {found.simpleString()}, not an array "
                 "of objects"
             )
-    array = _required(_path_column(parts), f"subPath {step.sub_path} is missing or null")
+    array = _required(_path_column(parts), files, f"subPath {step.sub_path} is missing or null")
     exploded = df.select(F.explode(array).alias("r")).select("r.*")
-    return _numbers_from_text(exploded, declared) if declared is not None else exploded
+    return _numbers_from_text(exploded, declared, files) if declared is not None else exploded
 
 
 def _read_ndjson(
@@ -448,7 +446,7 @@ def _read_ndjson(
     _check_text(files, charset)
     if declared is not None:
         return _numbers_from_text(
-            reader.schema(_spark_schema(_json_read_schema(declared))).json(files), declared
+            reader.schema(_spark_schema(_json_read_schema(declared))).json(files), declared, files
         )
     return reader.json(files)
 
@@ -467,10 +465,13 @@ def _json_read_schema(declared: pa.Schema) -> pa.Schema:
     return pa.schema([f.with_type(pa.utf8()) if _parsed_from_text(f.type) else f for f in declared])
 
 
-def _numbers_from_text(df: DataFrame, declared: pa.Schema) -> DataFrame:
+def _numbers_from_text(df: DataFrame, declared: pa.Schema, files: Sequence[str]) -> DataFrame:
     """The columns :func:`_json_read_schema` read as text, parsed as their declared numbers.
 
-    A value that is not a number fails the read naming the file, the column and the value.
+    A value that is not a number fails the read naming the file, the column and the value. The file is
+    named by a literal (:func:`_describe`), never ``input_file_name()``: the read is the input of a
+    preprocess query, whose plan must be pure (``engine.spark.check_query_plan``) when an Append or
+    Ledger merge reads it lazily.
     """
     from pyspark.sql import functions as F
 
@@ -484,8 +485,9 @@ def _numbers_from_text(df: DataFrame, declared: pa.Schema) -> DataFrame:
         if _parsed_from_text(f.type):
             parsed = F.trim(value).try_cast(spark_type_from_arrow(f.type))
             problem = F.concat(
-                F.input_file_name(),
-                F.lit(f": column {f.name} is {format_ddl_type(f.type)}, but a record holds "),
+                F.lit(
+                    f"{_describe(files)}: column {f.name} is {format_ddl_type(f.type)}, but a record holds "
+                ),
                 F.to_json(F.struct(value.alias(f.name))),
             )
             value = F.when(value.isNotNull() & parsed.isNull(), F.raise_error(problem)).otherwise(parsed)
@@ -586,7 +588,7 @@ def _read_geojson(
     properties, columns = found
     schema = T.StructType([T.StructField("features", T.ArrayType(_feature_type(properties), True), True)])
     df = reader.schema(schema).json(files)
-    features = _required(F.col("features"), "not a GeoJSON FeatureCollection (no `features` array)")
+    features = _required(F.col("features"), files, "not a GeoJSON FeatureCollection (no `features` array)")
     return df.select(F.explode(features).alias("f")).select(*_feature_columns(F.col("f"), columns))
 
 

@@ -80,6 +80,28 @@ def test_numbers_sent_as_strings_parse_as_the_reference_reader_does(spark, tmp_p
     assert [r[0] for r in rows(df)] == [2269, 7, None]
 
 
+def test_a_lazy_read_is_a_pure_input_for_a_preprocess_query(spark, tmp_path) -> None:
+    # An Append or Ledger merge reads lazily, so the read's own plan is part of the preprocess query's,
+    # which must be pure: the reader names a bad file by a literal, never with input_file_name()
+    # (kamu-contrib's com.coinpaprika.tickers.eth-usd: NdJson numbers, a preprocess, a Ledger merge).
+    from odfproj.engine.spark import check_query_plan
+
+    nd = write(tmp_path, "a.ndjson", '{"t": 1, "p": "2.5"}\n')
+    doc = write(tmp_path, "b.json", {"data": [{"t": 1, "p": 2.5}]})
+    geo = write(tmp_path, "c.geojson", {"type": "FeatureCollection", "features": []})
+    reads = [
+        (model.ReadStepNdJson(schema=("t BIGINT", "p DOUBLE")), nd),
+        (model.ReadStepJson(sub_path="data", schema=("t BIGINT", "p DOUBLE")), doc),
+        (model.ReadStepGeoJson(schema=("name STRING",)), geo),
+    ]
+    for step, path in reads:
+        check_query_plan(read_files(spark, step, [path], materialize=False), "the preprocess query")
+    assert rows(read_files(spark, reads[0][0], [nd], materialize=False)) == [(1, 2.5)]
+    bad = write(tmp_path, "bad.ndjson", '{"t": "one"}\n')
+    with pytest.raises(ReadError, match=r'bad\.ndjson: column t is BIGINT, but a record holds \{"t":"one"\}'):
+        read_files(spark, reads[0][0], [bad])
+
+
 def test_ndjson(spark, tmp_path) -> None:
     path = write(tmp_path, "a.ndjson", '{"id": 1, "name": "a"}\n{"id": 2, "name": "b", "extra": true}\n')
     df = read_files(spark, model.ReadStepNdJson(schema=("id BIGINT", "name STRING")), [path])
