@@ -23,6 +23,7 @@ files that are unreachable from the head.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -74,6 +75,21 @@ class Transaction:
         """
         staged = self.dir / name
         copy_durable(source, staged, observe)
+        return staged
+
+    def stage_link(self, source: Path, name: str) -> Path:
+        """Stage an immutable object another folder holds, as a hard link: no byte is copied.
+
+        For a publish from a preview environment, whose folder lies in the same workspace. Across
+        devices (a link cannot cross them) the object is copied instead.
+        """
+        staged = self.dir / name
+        try:
+            os.link(source, staged)
+        except OSError as e:
+            if e.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+                raise
+            copy_durable(source, staged)
         return staged
 
     def stage_bytes(self, data: bytes, name: str) -> Path:

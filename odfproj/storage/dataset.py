@@ -202,10 +202,16 @@ class Dataset:
         return projection
 
     def _read_cache(self) -> ChainProjection | None:
-        try:
-            return ChainProjection.from_json(self.layout.projection_cache.read_bytes())
-        except (OSError, InvalidValueError):
-            return None  # missing or invalid: rebuilt from the chain
+        """The cached projection: this folder's, else a read area's (an environment starts with none).
+
+        A cache is only a starting point: the walk from the head checks that its head is an ancestor.
+        """
+        for layout in (self.layout, *self.objects.read):
+            try:
+                return ChainProjection.from_json(layout.projection_cache.read_bytes())
+            except (OSError, InvalidValueError):
+                continue  # missing or invalid: rebuilt from the chain
+        return None
 
     def _write_cache(self, projection: ChainProjection) -> None:
         """Best effort: a cache that cannot be written (read-only workspace) only costs time."""

@@ -41,6 +41,15 @@ from odfproj.odf.refs import DatasetName
 from odfproj.odf.timestamps import to_utc
 from odfproj.storage.chain import append_block
 from odfproj.storage.dataset import Dataset
+from odfproj.storage.environment import (
+    RECORD_FILE,
+    EnvironmentRecord,
+    Pin,
+    PreviewEnvironmentError,
+    production_root,
+    read_record,
+    write_record,
+)
 from odfproj.storage.errors import (
     ChainInvariantError,
     DatasetExistsError,
@@ -108,9 +117,37 @@ class Workspace:
         self._names_by_id: dict[DatasetId, str] | None = None
         self._ids_lock = threading.Lock()
         self._projections = ProjectionMemo()
+        # env.json as last read, by its (mtime, size): an environment's record (see ``environment``).
+        self._record: tuple[tuple[int, int], EnvironmentRecord] | None = None
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r})"
+
+    @property
+    def environment(self) -> EnvironmentRecord | None:
+        """This workspace's record when it is a preview environment (``storage.environment``), else None.
+
+        Read again only when ``env.json`` changed, so opening a thousand datasets parses it once.
+        """
+        path = self.root / RECORD_FILE
+        try:
+            stat = path.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        if self._record is None or self._record[0] != stamp:
+            record = read_record(self.root)
+            if record is None:
+                return None
+            self._record = (stamp, record)
+        return self._record[1]
+
+    @property
+    def production(self) -> Workspace | None:
+        """The production workspace an environment lies over; ``None`` for production itself."""
+        if self.environment is None:
+            return None
+        return Workspace(production_root(self.root))
 
     @property
     def datasets_dir(self) -> Path:
@@ -150,12 +187,18 @@ class Workspace:
         try:
             text = self.name_record(name).read_bytes().decode("ascii", "replace")
         except FileNotFoundError:
-            return None
+            production = self.production  # an environment records only what it created
+            return production._name_record_lines(name) if production is not None else None
         return [line.strip() for line in text.strip().splitlines()]
 
     def key_path(self, dataset_id: DatasetId) -> Path:
-        """Where a dataset's private key is kept: named by the multibase part of its ``did:odf``."""
-        return self.keys_dir / f"{dataset_id.as_did_str().removeprefix('did:odf:')}.pem"
+        """Where a dataset's private key is kept: named by the multibase part of its ``did:odf``.
+
+        In an environment, production's key of a dataset the environment did not create.
+        """
+        own = self.keys_dir / f"{dataset_id.as_did_str().removeprefix('did:odf:')}.pem"
+        production = self.production if not own.exists() else None
+        return production.key_path(dataset_id) if production is not None else own
 
     def has_name_records(self) -> bool:
         """Whether ``.names/`` holds any record: one directory read, stopped at the first entry."""
@@ -300,10 +343,25 @@ class Workspace:
         path = self._find(name)
         if path is None:
             raise DatasetNotFoundError(f"dataset {name!r} not found in workspace {self.root}")
-        dataset = Dataset(path.name, path, self._projections)
+        dataset = self._dataset(path)
         if recover:
             dataset.recover()
         return dataset
+
+    def _dataset(self, path: Path) -> Dataset:
+        """The handle on the dataset folder ``path``: in an environment, over production's folder."""
+        record = self.environment
+        pin = record.pin(path.name) if record is not None else None
+        if record is None or pin is None or pin.state == "created":
+            return Dataset(path.name, path, self._projections)
+        pinned = None
+        if pin.state == "pinned":
+            pinned = (
+                f"read from production at its pinned head in environment {record.name!r}: only a changed "
+                "dataset and its downstream are computed in an environment"
+            )
+        production = production_root(self.root) / "datasets" / path.name
+        return Dataset(path.name, path, self._projections, read_areas=(production,), pinned=pinned)
 
     def find_by_id(self, dataset_id: DatasetId) -> Dataset | None:
         """The dataset with this id, or None (read-only open, as ``open(recover=False)``).
@@ -407,15 +465,20 @@ class Workspace:
                 remove_tree(staging)
                 raise
             fsync_dir(self.datasets_dir)
+            record = self.environment
+            if record is not None:  # production has no such dataset: the environment made it
+                write_record(self.root, record.with_pins({target.name: Pin("created")}))
         return Dataset(target.name, target, self._projections)
 
-    def receive(self, name: str, dataset_id: DatasetId) -> Dataset:
+    def receive(self, name: str, dataset_id: DatasetId, *, key: DatasetKeyPair | None = None) -> Dataset:
         """The folder a dataset arriving from a repository (``odfproj pull``) is written into.
 
         Records ``name -> dataset_id`` and makes the layout's sub-folders but writes no ``refs/head``:
         the folder becomes a dataset only when the puller moves the head, last, so an interrupted pull
         leaves nothing visible (and ``create`` removes such a folder). No key is written: a pulled
-        dataset's private key stays with whoever created it.
+        dataset's private key stays with whoever created it. ``key`` is given for a dataset this
+        workspace's owner created elsewhere (an environment's, on publish): it is written and the
+        dataset is recorded as created, not received.
         """
         dataset_name = DatasetName(name)
         self.datasets_dir.mkdir(parents=True, exist_ok=True)
@@ -423,7 +486,9 @@ class Workspace:
             existing = self._find(name)
             if existing is not None:
                 raise DatasetExistsError(f"dataset {existing.name!r} already exists in workspace {self.root}")
-            self._write_name_record(str(dataset_name), dataset_id, received=True)
+            if key is not None:  # a dataset made elsewhere by this workspace's owner (publish): its key
+                self._write_key(key)
+            self._write_name_record(str(dataset_name), dataset_id, received=key is None)
             target = self.datasets_dir / str(dataset_name)
             for sub in DATASET_DIRS:
                 (target / sub).mkdir(parents=True, exist_ok=True)
@@ -465,6 +530,7 @@ class Workspace:
         Destructive: callers (apply) must only call it when the user explicitly asked. The folder is
         first renamed away (atomic: the dataset disappears at once), then removed.
         """
+        self._refuse_in_environment(name, "delete")
         with self._names_lock():
             path = self._find(name)
             if path is None:
@@ -489,6 +555,7 @@ class Workspace:
         refuses to rename a dataset that was replaced since the caller looked at it.
         """
         target_name = str(DatasetName(new_name))
+        self._refuse_in_environment(name, "rename")
         with self._names_lock():
             self._clean_temporary()
             path = self._find(name)
@@ -516,6 +583,16 @@ class Workspace:
             with self._ids_lock:
                 self._names_by_id = None
         return Dataset(target.name, target, self._projections)
+
+    def _refuse_in_environment(self, name: str, verb: str) -> None:
+        """An environment never deletes or renames a production dataset: publish only moves heads."""
+        record = self.environment
+        pin = record.pin(name) if record is not None else None
+        if record is not None and pin is not None and pin.state != "created":
+            raise PreviewEnvironmentError(
+                f"dataset {name}: environment {record.name!r} cannot {verb} a production dataset; "
+                f"{verb} it on production (without --env)"
+            )
 
     def _remove_strays(self, name: str) -> None:
         """Remove what a crashed create or pull left under ``name``: a folder without ``refs/head``
