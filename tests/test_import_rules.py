@@ -31,8 +31,8 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"docsite"}),
     frozenset({"cli"}),
 )
-#: Modules every layer may use: the package itself and the error hierarchy.
-BASE = frozenset({"odfproj", "odfproj.errors"})
+#: Modules every layer may use: the package itself, the error hierarchy, and where environments live.
+BASE = frozenset({"odfproj", "odfproj.errors", "odfproj.workspace_paths"})
 #: Imports between packages of one layer that architecture.md allows ("A dataset's data").
 SIDEWAYS = frozenset({("ingest", "state"), ("transform", "state")})
 #: Lower layers a package may not import although the order would allow it, with the reason in

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -28,6 +30,7 @@ from odfproj.project.boundary import FolderResolver, glob_refusal, path_refusal
 from odfproj.project.env import EnvPolicy, parse_env_section
 from odfproj.project.moves import Move, parse_moves
 from odfproj.remote.location import is_remote_workspace, remote_cache_dir
+from odfproj.workspace_paths import check_environment_name, environment_root
 
 CONFIG_FILE = "odfproj.yaml"
 #: The JSON Schema of odfproj.yaml shipped in the package (``odfproj/resources/schemas``).
@@ -38,6 +41,8 @@ DEFAULT_TEST_GLOBS = ("tests/**/*.yaml",)
 DEFAULT_WORKSPACE = ".odf"
 #: Overrides the workspace location of every project (e.g. for CI scratch space).
 WORKSPACE_ENV = "ODFPROJ_WORKSPACE"
+#: How long a preview environment may go unrefreshed before ``odfproj env list`` calls it stale.
+DEFAULT_ENVIRONMENT_TTL = timedelta(days=7)
 #: Folder (under the project root) whose files hold Jinja macros shared by every manifest.
 MACRO_DIR = "macros"
 MACRO_SUFFIXES = (".sql", ".j2", ".jinja", ".yaml")
@@ -53,6 +58,7 @@ _TOP_KEYS = {
     "target",
     "moved",
     "odf_version",
+    "environments",
 }
 _TARGET_KEYS = {"spark_master", "storage_root", "spark_conf"}
 
@@ -96,6 +102,12 @@ class ProjectConfig:
     odf_version: str = DEFAULT_ODF_VERSION
     """The ODF version new chains are written in (``odf_version:``, "0.35" or "0.39"), see
     :mod:`odfproj.odf.odf_versions`; an existing chain keeps its own."""
+    environment_ttl: timedelta = DEFAULT_ENVIRONMENT_TTL
+    """How long a preview environment may go unrefreshed before ``env list`` calls it stale
+    (``environments: {ttl: 7d}``)."""
+    environment: str | None = None
+    """The preview environment commands work in (``--env``), see :mod:`odfproj.storage.environment`:
+    never read from odfproj.yaml, only given on the command line."""
 
     @property
     def config_path(self) -> Path:
@@ -107,6 +119,19 @@ class ProjectConfig:
         return setting if is_remote_workspace(setting) else None
 
     def workspace(self, target: str | None = None) -> Path:
+        """The workspace commands work in: production's, or with ``--env`` that environment's folder in it."""
+        production = self.production_workspace(target)
+        if self.environment is None:
+            return production
+        return environment_root(production, self.environment)
+
+    def in_environment(self, name: str | None) -> ProjectConfig:
+        """This project with its commands working in environment ``name`` (``None``: production)."""
+        if name is not None:
+            check_environment_name(name)
+        return replace(self, environment=name)
+
+    def production_workspace(self, target: str | None = None) -> Path:
         """The workspace folder: $ODFPROJ_WORKSPACE, else the target's storage root, else the setting.
 
         For a remote workspace, the folder of its local cache (under ``.odf/``, which is gitignored).
@@ -258,7 +283,24 @@ def parse_config(root: Path, text: str) -> ProjectConfig:
         moves=moves,
         # str(): ``odf_version: 0.39`` unquoted is a YAML float, and its text is the setting.
         odf_version=str(data.get("odf_version") or DEFAULT_ODF_VERSION),
+        environment_ttl=_environment_ttl(path, data.get("environments")),
     )
+
+
+_DURATION = re.compile(r"^\s*(\d+)\s*([dhm])\s*$")
+_UNITS = {"d": "days", "h": "hours", "m": "minutes"}
+
+
+def _environment_ttl(path: Path, section: Any) -> timedelta:
+    """``environments: {ttl: 7d}``: how long an environment may go unrefreshed (d, h or m)."""
+    if section is None or section.get("ttl") is None:
+        return DEFAULT_ENVIRONMENT_TTL
+    match = _DURATION.match(str(section["ttl"]))
+    if match is None or int(match.group(1)) == 0:
+        raise ProjectError(
+            f"{path}: environments.ttl {section['ttl']!r}: expected a duration such as 7d, 12h or 90m"
+        )
+    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
 
 
 def check_config_schema(path: Path, data: Mapping[str, Any]) -> None:

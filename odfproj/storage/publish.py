@@ -32,7 +32,7 @@ from odfproj.odf.identity import DatasetId, DatasetKeyPair
 from odfproj.odf.multiformats import Multihash
 from odfproj.storage.commit import Transaction
 from odfproj.storage.dataset import Dataset
-from odfproj.storage.environment import Pin, PreviewEnvironmentError, write_record
+from odfproj.storage.env_record import Pin, PreviewEnvironmentError, write_record
 from odfproj.storage.errors import DatasetNotFoundError
 from odfproj.storage.projection import DATA_EVENTS
 from odfproj.storage.workspace import Workspace

@@ -41,12 +41,11 @@ from odfproj.odf.refs import DatasetName
 from odfproj.odf.timestamps import to_utc
 from odfproj.storage.chain import append_block
 from odfproj.storage.dataset import Dataset
-from odfproj.storage.environment import (
+from odfproj.storage.env_record import (
     RECORD_FILE,
     EnvironmentRecord,
     Pin,
     PreviewEnvironmentError,
-    production_root,
     read_record,
     write_record,
 )
@@ -61,6 +60,7 @@ from odfproj.storage.fsutil import fsync_dir, new_txid, remove_tree, replace_ato
 from odfproj.storage.layout import DATASET_DIRS, HEAD_REF, LOCK_FILE, STAGING_DIR, DatasetLayout
 from odfproj.storage.locks import LockHolder, file_lock
 from odfproj.storage.projection import ProjectionMemo
+from odfproj.workspace_paths import production_root
 
 #: Prefixes of the workspace's own temporary folders inside ``datasets/`` (never dataset names,
 #: which cannot start with a dot).

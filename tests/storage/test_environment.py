@@ -7,21 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from odfproj.errors import InvalidValueError
 from odfproj.odf import model
 from odfproj.storage.dataset import Dataset
-from odfproj.storage.environment import (
-    PreviewEnvironmentError,
-    create_environment,
-    destroy_environment,
-    environment_root,
-    fork,
-    list_environments,
-    refresh_environment,
-)
+from odfproj.storage.env_record import PreviewEnvironmentError, list_environments
+from odfproj.storage.environment import create_environment, destroy_environment, fork, refresh_environment
 from odfproj.storage.errors import StorageError
 from odfproj.storage.publish import publish_environment
 from odfproj.storage.verify import verify_dataset
 from odfproj.storage.workspace import Workspace
+from odfproj.workspace_paths import environment_root
 from tests.storage.helpers.chains import Writer, data_slice, set_schema, set_transform, write_slice
 
 
@@ -226,5 +221,5 @@ def test_an_environment_cannot_rename_or_delete_a_production_dataset(production:
 
 @pytest.mark.parametrize("name", ["", "PR-1", "-x", "a/b", "x" * 64])
 def test_environment_names_are_checked(production: Workspace, name: str) -> None:
-    with pytest.raises(PreviewEnvironmentError, match="is not an environment name"):
+    with pytest.raises(InvalidValueError, match="is not an environment name"):
         create_environment(production, name)
