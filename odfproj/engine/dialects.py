@@ -10,7 +10,7 @@ printed as Spark SQL; an unknown engine, or a construct this module cannot trans
 :class:`UntranslatableQueryError` naming the engine and the construct.
 
 Translation is deliberately conservative: a function sqlglot does not know (an engine's extension such
-as DataFusion's ``json_get_str``) is refused rather than passed through on the hope that Spark has a
+as DataFusion's ``json_get_json``) is refused rather than passed through on the hope that Spark has a
 function of that name with the same meaning. Spark still analyses the translated query (plan's query
 check, or the run), so a function Spark lacks is an error there, never silently different data.
 
@@ -460,6 +460,59 @@ def _to_unixtime(node: exp.Anonymous, dialect: _Dialect) -> exp.Expression:
     return _call("unix_seconds", exp.cast(value, "TIMESTAMP"))
 
 
+#: DataFusion's JSON functions (the datafusion-functions-json extension kamu registers): the value at a
+#: path when it is JSON of the function's kind, else NULL. By name: the Spark type, the names of Spark's
+#: variant types of that kind, and whether a negative number is NULL (see :func:`_json_get`).
+_JSON_GETTERS: dict[str, tuple[str, tuple[str, ...], bool]] = {
+    "json_get_str": ("STRING", ("STRING",), False),
+    "json_get_int": ("BIGINT", ("TINYINT", "SMALLINT", "INT", "BIGINT"), True),
+    "json_get_float": (
+        "DOUBLE",
+        ("TINYINT", "SMALLINT", "INT", "BIGINT", "DECIMAL", "FLOAT", "DOUBLE"),
+        True,
+    ),
+    "json_get_bool": ("BOOLEAN", ("BOOLEAN",), False),
+}
+
+
+def _json_get(node: exp.Anonymous, dialect: _Dialect) -> exp.Expression:
+    """``json_get_str(json, key, index, ...)`` and its siblings, over Spark's variant of the parsed text.
+
+    DataFusion gives NULL for text that is not JSON, a missing path, JSON ``null`` and a value of another
+    kind (``json_get_str`` of a number, ``json_get_int`` of ``1.5``); ``json_get_float`` takes integers
+    too. So the value is taken only where ``schema_of_variant`` names a type of the function's kind. Its
+    ``json_get_int`` and ``json_get_float`` also give NULL for a negative number (they look at the first
+    character and take ``-`` for not a number), and so does the translation (``-0`` aside).
+    """
+    spark_type, kinds, non_negative = _JSON_GETTERS[node.name.lower()]
+    args = _args(node, dialect, 1, 64)
+    path = "$"
+    for key in args[1:]:
+        literal = key.this if isinstance(key, exp.Cast) else key  # an integer literal may be cast already
+        if isinstance(literal, exp.Literal) and literal.is_string and not re.search(r"['\\]", literal.this):
+            path += f"['{literal.this}']"
+        elif (
+            isinstance(literal, exp.Literal) and _is_int_literal(literal) and not literal.this.startswith("-")
+        ):
+            path += f"[{int(literal.this)}]"
+        else:
+            raise UntranslatableQueryError(
+                dialect.name,
+                f"{node.name} with the key {key.sql(dialect=dialect.sqlglot)}",
+                "only a literal key (without quote or backslash) or index is translated",
+            )
+    parsed = _call("try_parse_json", args[0])
+    kind = _call("schema_of_variant", _call("variant_get", parsed.copy(), exp.Literal.string(path)))
+    named = [k for k in kinds if k != "DECIMAL"]
+    accepted: exp.Expression = exp.In(this=kind, expressions=[exp.Literal.string(k) for k in named])
+    if "DECIMAL" in kinds:  # DECIMAL(p,s), the type of a JSON number with a fraction
+        accepted = exp.or_(accepted, exp.Like(this=kind.copy(), expression=exp.Literal.string("DECIMAL(%")))
+    typed = _call("try_variant_get", parsed, exp.Literal.string(path), exp.Literal.string(spark_type))
+    if non_negative:
+        accepted = exp.and_(exp.paren(accepted), exp.GTE(this=typed.copy(), expression=exp.Literal.number(0)))
+    return exp.Case(ifs=[exp.If(this=accepted, true=typed)])
+
+
 def _flink_to_timestamp(node: exp.Anonymous, dialect: _Dialect) -> exp.Expression:
     """Flink's ``TO_TIMESTAMP(text[, format])``: java-style formats, ``yyyy-MM-dd HH:mm:ss`` by default."""
     args = _args(node, dialect, 1, 2)
@@ -606,6 +659,7 @@ _DIALECTS: dict[str, _Dialect] = {
             "to_timestamp_micros": _renamed("timestamp_micros"),
             "from_unixtime": _renamed("timestamp_seconds"),
             "to_unixtime": _to_unixtime,
+            **dict.fromkeys(_JSON_GETTERS, _json_get),
         },
         float_literals=True,
         integer_literal="BIGINT",

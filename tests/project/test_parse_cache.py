@@ -255,7 +255,7 @@ def test_validate_finds_an_untranslatable_query_at_the_same_place_from_the_cache
     path = project.root / "datasets" / "readings.yaml"
     path.write_text(ROOT)
     alone = [str(p) for p in validate_files([path], display_root=project.root / "datasets").problems]
-    assert len(alone) == 1 and "json_get_str" in alone[0]
+    assert len(alone) == 1 and "json_get_json" in alone[0]
     first = validate_project(project)
     built.clear()
     second = validate_project(project)

@@ -50,7 +50,7 @@ def test_translated_transform_is_spark_with_every_step():
 @pytest.mark.parametrize(
     ("engine", "query", "construct"),
     [
-        ("datafusion", "SELECT json_get_str(e, 'a') AS a FROM input", "function json_get_str"),
+        ("datafusion", "SELECT json_get_json(e, 'a') AS a FROM input", "function json_get_json"),
         ("datafusion", "SELECT a / b AS q FROM input", "the division a / b"),
         ("datafusion", "SELECT to_timestamp(t, '%c') AS t FROM input", "the time format directive %c"),
         ("datafusion", "SELECT to_timestamp(t, f) AS t FROM input", "to_timestamp with a computed format"),
@@ -153,7 +153,7 @@ content:
       preprocess:
         kind: Sql
         engine: datafusion
-        query: SELECT "id" AS id, json_get_str(v, 'a') AS a FROM input
+        query: SELECT "id" AS id, json_get_json(v, 'a') AS a FROM input
       merge:
         kind: Append
 """
@@ -165,7 +165,7 @@ def test_validate_refuses_an_untranslatable_query_on_one_line(tmp_path):
     report = validate_files([path], display_root=tmp_path)
     assert [str(p) for p in report.problems] == [
         "readings.yaml:17:17: dataset readings: the preprocess query: engine datafusion: cannot translate "
-        "function json_get_str to Spark SQL: it is not a function the translator knows in this engine "
+        "function json_get_json to Spark SQL: it is not a function the translator knows in this engine "
         "(an extension, or a UDF)"
     ]
 
@@ -180,7 +180,7 @@ def test_plan_refuses_an_untranslatable_query_without_the_engine(tmp_path):
     assert step.action is Action.REFUSED
     assert step.manifest == "datasets/readings.yaml"
     assert step.reasons == (
-        "the preprocess query cannot run: engine datafusion: cannot translate function json_get_str to Spark "
+        "the preprocess query cannot run: engine datafusion: cannot translate function json_get_json to Spark "
         "SQL: it is not a function the translator knows in this engine (an extension, or a UDF)",
     )
 
@@ -232,7 +232,7 @@ def test_render_prints_the_spark_sql_of_every_step_with_its_engine(tmp_path):
     assert refused.returncode == 1 and refused.stdout == ""
     assert refused.stderr.strip() == (
         "error: datasets/readings.yaml: dataset readings: engine datafusion: cannot translate function "
-        "json_get_str to Spark SQL: it is not a function the translator knows in this engine (an extension, "
+        "json_get_json to Spark SQL: it is not a function the translator knows in this engine (an extension, "
         "or a UDF)"
     )
     unknown = _cli(root, "render", "cases.dialy")

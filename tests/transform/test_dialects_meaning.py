@@ -163,6 +163,38 @@ def test_datafusion_epoch_conversions(engine, spark):
     ]
 
 
+def test_datafusion_json_getters(engine, spark):
+    """datafusion-functions-json (src/json_get_*.rs): the value at a path of keys and indexes if it is of the
+    function's kind, else NULL; json_get_float takes integers too; json_get_int and json_get_float give NULL
+    for a number that starts with '-' (kamu-contrib's com.defillama.pools.yield reads `predictions`)."""
+    docs = [
+        '{"predictedClass": "Stable/Up", "predictedProbability": 69, "ok": true, "tags": ["a", "b"]}',
+        '{"predictedClass": 5, "predictedProbability": 57.5, "ok": "true", "tags": [1]}',
+        '{"predictedClass": null, "predictedProbability": -3, "tags": "a"}',
+        '{"predictedProbability": 1e3}',
+        "not json",
+        None,
+    ]
+    rows, schema = _run(
+        engine,
+        spark,
+        "datafusion",
+        "SELECT json_get_str(p, 'predictedClass') AS c, json_get_float(p, 'predictedProbability') AS f, "
+        "json_get_int(p, 'predictedProbability') AS i, json_get_bool(p, 'ok') AS ok, "
+        "json_get_str(p, 'tags', 1) AS t FROM input",
+        {"input": ([(d,) for d in docs], "p STRING")},
+    )
+    assert schema == {"c": "string", "f": "double", "i": "bigint", "ok": "boolean", "t": "string"}
+    assert rows == [
+        ("Stable/Up", 69.0, 69, True, "b"),
+        (None, 57.5, None, None, None),
+        (None, None, None, None, None),
+        (None, 1000.0, None, None, None),
+        (None, None, None, None, None),
+        (None, None, None, None, None),
+    ]
+
+
 def test_datafusion_date_trunc_and_date_part(engine, spark):
     rows, _ = _run(
         engine,
