@@ -48,9 +48,11 @@ def apply(
     from odfproj.plan.render import render_text
     from odfproj.plan.sources import plan_project
     from odfproj.run.apply import apply_plan, check_plan, read_saved_plan
+    from odfproj.run.environments import ensure_environment
     from odfproj.storage.workspace import Workspace
 
     config = selection.config()
+    ensure_environment(config, selection.target)  # --env: made on the first apply, production untouched
     workspace = Workspace(config.workspace(selection.target), odf_version=config.odf_version)
     with (
         synced(config, selection.target, writer="odfproj apply"),

@@ -105,6 +105,17 @@ COMMANDS: tuple[LazyCommand, ...] = (
         "Run data tests (the project's tests/ files) over the datasets' current state; exit 1 on failure.",
     ),
     LazyCommand(
+        "env",
+        "odfproj.cli.env:app",
+        "Preview environments: a change's datasets built beside production's, listed, refreshed and destroyed.",
+    ),
+    LazyCommand(
+        "publish",
+        "odfproj.cli.publish:publish",
+        "Fast-forward production's chains to an environment's heads: the reviewed blocks become production's, "
+        "byte for byte, with no recompute (their objects are linked, not copied).",
+    ),
+    LazyCommand(
         "watch",
         "odfproj.cli.watch:watch",
         "Watch the manifests, macros/ and odfproj.yaml; re-plan after every change until Ctrl-C.",

@@ -67,6 +67,20 @@ LockTimeoutOption = typer.Option(
     help="Seconds to wait for the workspace lock while another apply, run or destroy holds it "
     "(default: fail at once, naming it).",
 )
+EnvOption = typer.Option(
+    None,
+    "--env",
+    help="Work in preview environment NAME: changed datasets and their downstream get chains of their own "
+    "beside production's, the rest are read from production at pinned heads, and production's files are "
+    "never written. apply and run make it on first use. See `odfproj env --help`.",
+    metavar="NAME",
+)
+EnvReadOption = typer.Option(
+    None,
+    "--env",
+    help="Read preview environment NAME instead of production (`odfproj env list` lists them).",
+    metavar="NAME",
+)
 VarOption = typer.Option(
     None,
     "--var",
@@ -95,7 +109,7 @@ def parse_vars(items: list[str] | None) -> dict[str, Any]:
 class DatasetSelection:
     """The project, target and datasets a command works on, as its options gave them.
 
-    ``plan``, ``apply``, ``run`` and ``watch`` take the same six options; :func:`selection_options`
+    ``plan``, ``apply``, ``run`` and ``watch`` take the same seven options; :func:`selection_options`
     declares them once and hands the command this one value instead of six parameters.
     """
 
@@ -105,6 +119,7 @@ class DatasetSelection:
     exclude: tuple[str, ...] = ()
     changed_since: str | None = None
     variables: tuple[str, ...] = ()
+    env: str | None = None
 
     @property
     def narrowed(self) -> bool:
@@ -123,9 +138,10 @@ class DatasetSelection:
         )
 
     def config(self) -> ProjectConfig:
+        """The project, working in ``--env``'s environment when one is given."""
         from odfproj.project.config import load_project
 
-        return load_project(self.project)
+        return load_project(self.project).in_environment(self.env)
 
 
 #: The options behind a ``DatasetSelection``, in the order ``--help`` lists them.
@@ -136,6 +152,7 @@ _SELECTION_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
     ("exclude", list[str] | None, ExcludeOption),
     ("changed_since", str | None, ChangedSinceOption),
     ("variables", list[str] | None, VarOption),
+    ("env", str | None, EnvOption),
 )
 
 _Command = TypeVar("_Command", bound=Callable[..., Any])
@@ -170,6 +187,7 @@ def selection_options(*, changed_since: bool = True) -> Callable[[_Command], _Co
                 exclude=tuple(given["exclude"] or ()),
                 changed_since=given.get("changed_since"),
                 variables=tuple(given["variables"] or ()),
+                env=given["env"],
             )
             return command(*args, **kwargs)
 
@@ -182,14 +200,26 @@ def selection_options(*, changed_since: bool = True) -> Callable[[_Command], _Co
     return decorate
 
 
-def resolve_workspace(workspace: Path | None, project: Path | None, target: str | None = None) -> Workspace:
-    """``--workspace`` if given, else the project's workspace for ``target``."""
+def resolve_workspace(
+    workspace: Path | None, project: Path | None, target: str | None = None, env: str | None = None
+) -> Workspace:
+    """``--workspace`` if given, else the project's workspace for ``target``; with ``--env`` that
+    workspace's environment, which must exist (a reader never makes one)."""
     from odfproj.project.config import load_project
+    from odfproj.storage.env_record import PreviewEnvironmentError
     from odfproj.storage.workspace import Workspace
+    from odfproj.workspace_paths import environment_root
 
-    if workspace is not None:
-        return Workspace(workspace)
-    return Workspace(load_project(project).workspace(target))
+    production = Path(workspace) if workspace is not None else load_project(project).workspace(target)
+    if env is None:
+        return Workspace(production)
+    opened = Workspace(environment_root(production, env))
+    if opened.environment is None:
+        raise PreviewEnvironmentError(
+            f"environment {env!r} does not exist in workspace {production} "
+            f"(`odfproj env list` lists them; `odfproj apply --env {env}` makes it)"
+        )
+    return opened
 
 
 def warm_engine() -> WarmEngine:

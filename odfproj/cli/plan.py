@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from odfproj.cli.context import CliState
+from odfproj.cli.context import CliState, stderr_console
 from odfproj.cli.options import (
     DatasetSelection,
     ValidateQueriesOption,
@@ -120,9 +120,12 @@ def plan(
     """
     from odfproj.plan.render import colourize
     from odfproj.plan.sources import plan_project
+    from odfproj.run.environments import planned_config
 
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
-    config = selection.config()
+    config, note = planned_config(selection.config(), selection.target)
+    if note is not None:
+        stderr_console().print(f"note: {note}", markup=False, emoji=False)
     checker = _DeferredChecker(verbose=state.verbose, warm=state.warm) if validate_queries else None
     try:
         with synced(config, selection.target, writer=None):

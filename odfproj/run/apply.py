@@ -24,6 +24,7 @@ from odfproj.odf.yaml_codec import from_data
 from odfproj.plan.apply_record import APPLY_RECORD, applied_sequence_number, apply_record
 from odfproj.plan.model import Action, AppendDefinitions, Plan, RenameDataset
 from odfproj.plan.planfile import read_plan_file
+from odfproj.run.environments import fork_changed
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.errors import DatasetExistsError, DatasetNotFoundError
 from odfproj.storage.workspace import Workspace
@@ -144,6 +145,8 @@ def apply_plan(
             on_rename(rename.source, rename.dataset)
     applied: list[AppliedStep] = []
     steps = [s for s in plan.definitions if s.action not in (Action.ORPHAN, Action.REFUSED)]
+    # In a preview environment a changed dataset and its downstream get chains of their own first.
+    fork_changed(workspace, [s.dataset for s in steps if s.changes and s.action is not Action.CREATE])
     for index, step in enumerate(steps):
         if cancel is not None and cancel.is_set():
             left = tuple(s.dataset for s in steps[index:] if s.changes)

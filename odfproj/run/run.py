@@ -57,6 +57,7 @@ from odfproj.project.config import ProjectConfig
 from odfproj.project.loader import PlanRequest
 from odfproj.quality.definitions import DataTest, TestSuite, load_suite
 from odfproj.run.apply import ApplyResult, apply_plan, check_plan
+from odfproj.run.environments import computed_here, ensure_environment
 from odfproj.run.queue import ReadyQueue
 from odfproj.run.runlog import RUN_THREADS, log_path, run_log
 from odfproj.run.uptodate import Heads, UpToDate
@@ -274,6 +275,7 @@ def run_project(
     started = datetime.now(UTC)
     clock = time.monotonic()
     checker = _EngineChecks(holder) if validate_queries else None
+    ensure_environment(config, request.target)  # --env: made on the first run, production untouched
     workspace = Workspace(config.workspace(request.target), odf_version=config.odf_version)
     stop = cancel or threading.Event()
     log_file = log_path(workspace.root, started)
@@ -311,8 +313,14 @@ def run_project(
             log.info("%s", applied.summary())
         else:
             check_plan(plan, workspace)
-        order = tuple(s.dataset for s in plan.definitions if s.action is not Action.ORPHAN)
-        steps = {step.dataset: step for step in plan.data_steps}
+        # In an environment only forked and created datasets are computed; the rest are production's,
+        # read at their pinned heads, and are not part of this run.
+        selected = tuple(s.dataset for s in plan.definitions if s.action is not Action.ORPHAN)
+        order = tuple(n for n in selected if computed_here(workspace, n))
+        if len(order) < len(selected):
+            log.info("%d dataset(s) read from production at their pinned heads", len(selected) - len(order))
+        computed = set(order)
+        steps = {step.dataset: step for step in plan.data_steps if step.dataset in computed}
         upstream = {n: set(snapshot.graph.upstream(n)) & set(steps) for n in steps}
         runner = _StepRunner(
             workspace,
