@@ -8,7 +8,7 @@ import typer
 
 from odfproj.cli import metavars
 from odfproj.cli.context import stderr_console
-from odfproj.cli.options import ProjectOption, TargetOption
+from odfproj.cli.options import EnvReadOption, ProjectOption, TargetOption
 from odfproj.errors import OdfprojError
 
 app = typer.Typer(
@@ -29,14 +29,16 @@ OutOption = typer.Option(
 )
 
 
-def _build(project: Path | None, target: str | None, out: Path | None) -> Path:
+def _build(project: Path | None, target: str | None, out: Path | None, env: str | None = None) -> Path:
     # Imported here, like the server below: `odfproj docs --help` loads this module, and only
     # building needs the site builder.
     from odfproj.docsite.collect import collect_site
     from odfproj.docsite.html import write_site
     from odfproj.project.config import load_project
+    from odfproj.run.environments import require_environment
 
-    config = load_project(project)
+    config = load_project(project).in_environment(env)
+    require_environment(config, target)
     site = collect_site(config, target)
     for warning in site.warnings:
         stderr_console().print(f"warning: {warning}", markup=False)
@@ -50,6 +52,7 @@ def _build(project: Path | None, target: str | None, out: Path | None) -> Path:
 @app.command("build", cls=metavars.Command)
 def build(
     out: Path | None = OutOption,
+    env: str | None = EnvReadOption,
     project: Path | None = ProjectOption,
     target: str | None = TargetOption,
 ) -> None:
@@ -60,7 +63,7 @@ def build(
     blocks, watermark, row counts, last run and data-test results (from run_results.json). Reads
     only: nothing a manifest names is fetched or run.
     """
-    page = _build(project, target, out)
+    page = _build(project, target, out, env)
     typer.echo(f"Docs site written: {page}")
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, resolve_workspace
+from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, EnvReadOption, resolve_workspace
 
 
 def log(
@@ -22,6 +22,7 @@ def log(
         help="Show the newest N blocks (0: all); only the blocks shown are read.",
         metavar="N",
     ),
+    env: str | None = EnvReadOption,
     workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP, metavar="DIR"),
     project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP, metavar="DIR"),
 ) -> None:
@@ -30,7 +31,7 @@ def log(
     from odfproj.odf.timestamps import format_rfc3339
     from odfproj.storage.projection import event_kind
 
-    opened = resolve_workspace(workspace, project).open(dataset)
+    opened = resolve_workspace(workspace, project, env=env).open(dataset)
     first = True
     shown = 0
     for block_hash, block in opened.iter_blocks():

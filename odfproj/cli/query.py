@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, resolve_workspace
+from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, EnvReadOption, resolve_workspace
 from odfproj.cli.tables import QueryFormat, print_table
 from odfproj.errors import InvalidValueError, OdfprojError
 
@@ -37,6 +37,7 @@ def query(
         metavar="TIME|HASH",
         help="With --state: the state as known at an RFC 3339 system time, or after a block (its hash, or the short hash that log --oneline prints).",
     ),
+    env: str | None = EnvReadOption,
     workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP, metavar="DIR"),
     project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP, metavar="DIR"),
 ) -> None:
@@ -48,7 +49,7 @@ def query(
 
     if changelog and (state or as_at):
         raise OdfprojError("--changelog shows every record; it cannot be combined with --state or --as-at")
-    opened = resolve_workspace(workspace, project).open(dataset)
+    opened = resolve_workspace(workspace, project, env=env).open(dataset)
     keyed = bool(primary_key_of(opened.projection()))
     if (state or as_at) and not keyed:
         raise OdfprojError(

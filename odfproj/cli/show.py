@@ -6,13 +6,14 @@ from pathlib import Path
 
 import typer
 
-from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, resolve_workspace
+from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, EnvReadOption, resolve_workspace
 from odfproj.cli.tables import QueryFormat, print_table
 
 
 def show(
     dataset: str = typer.Argument(..., help="Dataset name (case-insensitive)."),
     rows: int = typer.Option(5, "--rows", "-n", min=0, help="How many rows to show.", metavar="N"),
+    env: str | None = EnvReadOption,
     workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP, metavar="DIR"),
     project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP, metavar="DIR"),
 ) -> None:
@@ -24,7 +25,7 @@ def show(
     from odfproj.odf.timestamps import format_rfc3339
     from odfproj.run.show import describe_dataset
 
-    s = describe_dataset(resolve_workspace(workspace, project), dataset, rows=rows)
+    s = describe_dataset(resolve_workspace(workspace, project, env=env), dataset, rows=rows)
     echo = typer.echo
     chain = s.chain
     echo(f"{s.name} ({s.kind}) {chain.dataset_id}")

@@ -9,7 +9,14 @@ import typer
 from odfproj.cli.context import CliState
 from odfproj.cli.interrupt import stopped_after
 from odfproj.cli.io import read_input
-from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, as_at_time, project_engine, resolve_workspace
+from odfproj.cli.options import (
+    PROJECT_HELP,
+    WORKSPACE_HELP,
+    EnvReadOption,
+    as_at_time,
+    project_engine,
+    resolve_workspace,
+)
 from odfproj.cli.tables import QueryFormat, print_table
 from odfproj.errors import OdfprojError
 
@@ -29,6 +36,7 @@ def sql(
     output_format: QueryFormat = typer.Option(
         QueryFormat.table, "--format", help="table, csv or json lines."
     ),
+    env: str | None = EnvReadOption,
     workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP, metavar="DIR"),
     project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP, metavar="DIR"),
 ) -> None:
@@ -52,7 +60,7 @@ def sql(
     if not text.strip():
         raise OdfprojError("sql: the query is empty")
     moment = as_at_time(as_at)
-    opened = resolve_workspace(workspace, project)
+    opened = resolve_workspace(workspace, project, env=env)
     engine = project_engine(project, workspace, verbose=state.verbose, warm=state.warm)
     with stopped_after(engine.holder):  # Ctrl-C: nothing to finish, the query is read-only
         if isinstance(engine.holder, WarmSessionHolder):  # the server runs it whole: no Spark client here

@@ -13,6 +13,7 @@ from odfproj.cli.context import CliState
 from odfproj.cli.interrupt import stopped_after
 from odfproj.cli.options import (
     DatasetSelection,
+    EnvReadOption,
     ExcludeOption,
     ProjectOption,
     TargetOption,
@@ -43,6 +44,7 @@ def test(
         metavar="TIME",
         help="Test every dataset as it was known at this RFC 3339 system time (freshness is judged at it too).",
     ),
+    env: str | None = EnvReadOption,
     project: Path | None = ProjectOption,
     target: str | None = TargetOption,
     variables: list[str] | None = VarOption,
@@ -59,10 +61,12 @@ def test(
     from odfproj.engine.spark import SparkEngine
     from odfproj.project.config import load_project, spark_settings
     from odfproj.quality.project import test_project
+    from odfproj.run.environments import require_environment
 
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
     moment = as_at_time(as_at)
-    config = load_project(project)
+    config = load_project(project).in_environment(env)
+    require_environment(config, target)
     request = DatasetSelection(
         project, target, tuple(selectors or ()), tuple(exclude or ()), variables=tuple(variables or ())
     ).request()

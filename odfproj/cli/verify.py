@@ -10,7 +10,7 @@ import typer
 
 from odfproj.cli.context import CliState, adopt_old_workspace, stderr_console
 from odfproj.cli.interrupt import stopped_after
-from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, project_engine, resolve_workspace
+from odfproj.cli.options import PROJECT_HELP, WORKSPACE_HELP, EnvReadOption, project_engine, resolve_workspace
 from odfproj.errors import OdfprojError
 
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ def verify(
         help="Check every block and file again, not only what is new since the last successful check "
         "(a workspace others could have written needs it: see docs/design/storage.md).",
     ),
+    env: str | None = EnvReadOption,
     workspace: Path | None = typer.Option(None, "--workspace", help=WORKSPACE_HELP, metavar="DIR"),
     project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP, metavar="DIR"),
 ) -> None:
@@ -59,7 +60,7 @@ def verify(
 
     if workspace is None and not reproduce and _verify_remote(project, datasets or [], integrity):
         return
-    opened = resolve_workspace(workspace, project)
+    opened = resolve_workspace(workspace, project, env=env)
     adopt_old_workspace(opened)
     names = datasets or opened.list_datasets()
     bad = 0

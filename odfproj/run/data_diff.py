@@ -82,7 +82,7 @@ def diff_datasets(
             elif base.exists(dataset.name) and base.open(dataset.name).projection().arrow_schema is not None:
                 before = state_frame(engine.session, base.open(dataset.name), before_files)
             else:
-                before = after.limit(0)  # production has no such dataset, or no data in it yet
+                before = None  # production has no such dataset, or no data in it yet
             key = primary_key_of(projection) or ()
             results.append(DatasetDiff(dataset.name, diff_states(before, after, key, sample=sample)))
     return tuple(results)
