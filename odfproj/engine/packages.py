@@ -261,12 +261,26 @@ def _tool_copy(tool: str, cache: Path, artifact: Artifact) -> Path:
     return cache / ".ivy" / artifact.group / artifact.name
 
 
+#: Why a fetch failed, in the words of Ivy's and Maven's output, most telling first: the network
+#: (offline, a proxy), then the artifact, then any error line.
+_FAILURE_REASONS = (
+    re.compile(r"Host \S+ not found|UnknownHostException[^\n]*|Network is unreachable|Connection refused"),
+    re.compile(r"connect timed out|Connection timed out|Could not transfer artifact[^\n]*"),
+    re.compile(r"module not found: \S+|Could not find artifact \S+"),
+    re.compile(r"^.*ERROR.*$", re.MULTILINE),
+)
+
+
 def _run(command: Sequence[str], what: Artifact) -> None:
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        lines = [line for line in (done.stdout + done.stderr).splitlines() if "ERROR" in line or "::" in line]
-        detail = lines[0].strip() if lines else f"exit status {done.returncode}"
-        raise PackageUnavailableError(f"could not fetch {what.coordinate} from Maven Central: {detail}")
+        output = done.stdout + done.stderr
+        found = (match for reason in _FAILURE_REASONS for match in [reason.search(output)] if match)
+        detail = next(found, None)
+        reason = detail.group(0).strip() if detail else f"exit status {done.returncode}"
+        if reason.startswith(("Host ", "UnknownHost", "Network is", "Connection refused")):
+            reason += " (offline, or a proxy in the way?)"
+        raise PackageUnavailableError(f"could not fetch {what.coordinate} from Maven Central: {reason}")
 
 
 def _with_maven(artifact: Artifact, cache: Path, scratch: Path) -> Path:
