@@ -210,7 +210,11 @@ def resolve_workspace(
     from odfproj.storage.workspace import Workspace
     from odfproj.workspace_paths import environment_root
 
-    production = Path(workspace) if workspace is not None else load_project(project).workspace(target)
+    if workspace is not None:
+        production = Path(workspace)
+    else:
+        config = load_project(project)
+        production = config.in_environment(env).production_workspace(target)  # refuses a remote one
     if env is None:
         return Workspace(production)
     opened = Workspace(environment_root(production, env))
