@@ -11,6 +11,8 @@ import pytest
 # engine, a server that outlives the command, is tested where asked for (tests/engine/test_warm.py).
 # CI too, for the tests that run commands with every ODFPROJ_ variable removed (the scaffolded workflow).
 os.environ["ODFPROJ_WARM_ENGINE"] = "off"
+#: Whether the suite runs on a CI runner (``CI`` set before the tests set it for the commands they run).
+CI_RUNNER = "CI" in os.environ
 os.environ.setdefault("CI", "true")
 
 REPO_DIR = Path(__file__).resolve().parents[1]
@@ -27,7 +29,24 @@ def _test_spark_settings():
         master="local[2]",
         app_name="odfproj-tests",
         conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+        s3a_connector=s3a_jars_cached(),
     )
+
+
+def s3a_jars_cached() -> bool:
+    """Whether the S3A connector's jars are in the jar cache (``./dev`` fetches them).
+
+    The shared session then starts with them on its class path, as a session of a workspace on S3
+    does: the connector cannot be added to a running JVM, and a JVM of its own for the connector's tests
+    (tests/remote/test_s3a_connector.py) would cost more than the jars add to each worker's start.
+    """
+    from odfproj.engine.packages import PackageUnavailableError, package, resolved_jars
+
+    try:
+        resolved_jars(package("s3a"))
+    except PackageUnavailableError:
+        return False
+    return True
 
 
 @pytest.fixture(scope="session")

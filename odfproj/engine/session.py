@@ -21,10 +21,11 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import FrameType, MappingProxyType
 from typing import IO, TYPE_CHECKING, Any
 
+from odfproj.engine.credentials import redacted
 from odfproj.engine.packages import session_jars
 from odfproj.errors import EngineError
 
@@ -151,6 +152,14 @@ class SparkSettings:
     verbose: bool = False
     #: Put Hadoop's S3A connector (``engine.packages``, from the jar cache) on the class path at start.
     s3a_connector: bool = False
+
+    def __repr__(self) -> str:
+        """A dataclass's repr, with the conf as it may be shown: a credential's value never is."""
+        shown = (
+            f"{f.name}={redacted(self.conf) if f.name == 'conf' else getattr(self, f.name)!r}"
+            for f in fields(self)
+        )
+        return f"SparkSettings({', '.join(shown)})"
 
     @property
     def is_connect(self) -> bool:
@@ -423,11 +432,13 @@ def _deferring_interrupts() -> Iterator[list[FrameType | None]]:
 
 
 #: What the JVM prints on stderr at every start whatever the log configuration: the module system's
-#: note on the vector API Spark enables, and the shell's announcement of its default log level.
+#: note on the vector API Spark enables, and the shell's announcement of its default log level; and,
+#: at the S3A connector's first use, SLF4J's three lines on the AWS SDK finding no logger binding.
 _STARTUP_NOISE = (
     "WARNING: Using incubator modules:",
     'Setting default log level to "',
     "To adjust logging level use sc.setLogLevel(",
+    "SLF4J: ",
 )
 
 

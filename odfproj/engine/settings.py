@@ -20,10 +20,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from odfproj.engine.credentials import credential_refusal
 from odfproj.engine.session import SparkSettings
 from odfproj.errors import EngineError
 
 __all__ = [
+    "ALLOWED_S3A_CONF",
     "ALLOWED_SPARK_CONF",
     "ANALYSIS_MASTER",
     "Refusal",
@@ -51,7 +53,7 @@ def _pattern(name: str, regex: str) -> _Kind:
 
 
 def _one_of(*words: str) -> _Kind:
-    allowed = frozenset(words)
+    allowed = frozenset(word.lower() for word in words)
     return _Kind(f"one of {', '.join(words)}", lambda v: v.strip().lower() in allowed)
 
 
@@ -62,6 +64,45 @@ _SIZE_OR_OFF = _pattern("a size such as 10m, or -1 (off)", r"-1|[0-9]{1,15}\s*(b
 _FRACTION = _pattern("a fraction between 0 and 1", r"0(\.[0-9]+)?|1(\.0+)?|\.[0-9]+")
 _FACTOR = _pattern("a positive number", r"[0-9]{1,6}(\.[0-9]+)?")
 _DURATION = _pattern("a duration such as 120s or 5min", r"[0-9]{1,9}\s*(us|ms|s|m|min|h|d)?")
+#: An S3 endpoint: a host, a port, an http(s) scheme; no path, user or query.
+_ENDPOINT = _pattern(
+    "an endpoint such as s3.eu-west-1.amazonaws.com or https://minio.internal:9000",
+    r"(https?://)?[A-Za-z0-9][A-Za-z0-9.\-]{0,252}(:[0-9]{1,5})?/?",
+)
+_REGION = _pattern("a region such as eu-west-1", r"[a-z]{2}(-[a-z0-9]+){1,4}")
+_ROLE_ARN = _pattern(
+    "a role ARN such as arn:aws:iam::123456789012:role/odfproj",
+    r"arn:aws[a-z\-]*:iam::[0-9]{12}:role/[\w+=,.@/\-]{1,512}",
+)
+#: The credential providers S3A may be told to use: Hadoop's own and the AWS SDK's (v2, and the v1
+#: names Hadoop maps to them). Each finds credentials somewhere outside the project: the environment,
+#: the instance's or container's role, a web identity token (EKS), a profile.
+S3A_CREDENTIAL_PROVIDERS = frozenset(
+    {
+        "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+        "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider",
+        "org.apache.hadoop.fs.s3a.AnonymousAWSCredentialsProvider",
+        "org.apache.hadoop.fs.s3a.auth.IAMInstanceCredentialsProvider",
+        "org.apache.hadoop.fs.s3a.auth.AssumedRoleCredentialProvider",
+        "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider",
+        "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider",
+        "software.amazon.awssdk.auth.credentials.SystemPropertyCredentialsProvider",
+        "software.amazon.awssdk.auth.credentials.ProfileCredentialsProvider",
+        "software.amazon.awssdk.auth.credentials.WebIdentityTokenFileCredentialsProvider",
+        "software.amazon.awssdk.auth.credentials.ContainerCredentialsProvider",
+        "software.amazon.awssdk.auth.credentials.InstanceProfileCredentialsProvider",
+        "com.amazonaws.auth.DefaultAWSCredentialsProviderChain",
+        "com.amazonaws.auth.EnvironmentVariableCredentialsProvider",
+        "com.amazonaws.auth.InstanceProfileCredentialsProvider",
+        "com.amazonaws.auth.EC2ContainerCredentialsProviderWrapper",
+        "com.amazonaws.auth.WebIdentityTokenCredentialsProvider",
+        "com.amazonaws.auth.profile.ProfileCredentialsProvider",
+    }
+)
+_PROVIDERS = _Kind(
+    "a comma-separated list of Hadoop's or the AWS SDK's credential providers (docs/guide/spark-settings.md)",
+    lambda v: bool(v.strip()) and all(p.strip() in S3A_CREDENTIAL_PROVIDERS for p in v.split(",")),
+)
 _PARQUET_CODEC = _one_of("none", "uncompressed", "snappy", "gzip", "lzo", "brotli", "lz4", "lz4_raw", "zstd")
 _IO_CODEC = _one_of("lz4", "lzf", "snappy", "zstd")
 
@@ -128,6 +169,65 @@ ALLOWED_SPARK_CONF: Mapping[str, _Kind] = MappingProxyType(
     }
 )
 
+#: S3A's settings a cluster's workspace on S3 needs, by their name after ``fs.s3a.``: a project sets them
+#: as ``spark.hadoop.fs.s3a.NAME`` (every bucket) or ``spark.hadoop.fs.s3a.bucket.BUCKET.NAME`` (one
+#: bucket), the two spellings Hadoop reads. The endpoint is the one host a project may name: the store
+#: its own data is in, reached by the commands that run trusted work (``plan`` never takes a target's
+#: settings). The credential provider is one of the providers Hadoop and the AWS SDK ship, by class name,
+#: never any other class. Credentials themselves are refused (``engine.credentials``).
+ALLOWED_S3A_CONF: Mapping[str, _Kind] = MappingProxyType(
+    {
+        "endpoint": _ENDPOINT,
+        "endpoint.region": _REGION,
+        "path.style.access": _BOOL,
+        "cross.region.access.enabled": _BOOL,
+        "aws.credentials.provider": _PROVIDERS,
+        "assumed.role.arn": _ROLE_ARN,
+        "assumed.role.session.duration": _DURATION,
+        "connection.ssl.enabled": _BOOL,
+        "ssl.channel.mode": _one_of("default_jsse", "default_jsse_with_gcm", "default", "openssl"),
+        "connection.maximum": _COUNT,
+        "connection.timeout": _DURATION,
+        "connection.establish.timeout": _DURATION,
+        "connection.request.timeout": _DURATION,
+        "connection.ttl": _DURATION,
+        "attempts.maximum": _COUNT,
+        "retry.limit": _COUNT,
+        "retry.interval": _DURATION,
+        "retry.throttle.limit": _COUNT,
+        "retry.throttle.interval": _DURATION,
+        "threads.max": _COUNT,
+        "max.total.tasks": _COUNT,
+        "multipart.size": _SIZE,
+        "multipart.threshold": _SIZE,
+        "fast.upload.active.blocks": _COUNT,
+        "block.size": _SIZE,
+        "readahead.range": _SIZE,
+        "experimental.input.fadvise": _one_of("normal", "sequential", "random", "adaptive"),
+        "encryption.algorithm": _one_of("SSE-S3", "SSE-KMS", "DSSE-KMS"),
+        "requester.pays.enabled": _BOOL,
+    }
+)
+
+_S3A_PREFIX = "spark.hadoop.fs.s3a."
+#: The per-bucket part of an S3A key: ``bucket.BUCKET.`` (a DNS-style bucket name).
+_S3A_BUCKET = re.compile(r"bucket\.[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]\.")
+
+
+def _s3a_kind(key: str) -> _Kind | None:
+    """The kind of the S3A setting ``key``, ``spark.hadoop.fs.s3a.NAME`` or ``spark.hadoop.fs.s3a.bucket.BUCKET.NAME``
+    (a bucket's name may hold dots, so every allowed NAME is tried), or ``None`` when it is not an allowed one."""
+    if not key.startswith(_S3A_PREFIX):
+        return None
+    rest = key[len(_S3A_PREFIX) :]
+    if rest in ALLOWED_S3A_CONF:
+        return ALLOWED_S3A_CONF[rest]
+    for name, kind in ALLOWED_S3A_CONF.items():
+        if rest.endswith(f".{name}") and _S3A_BUCKET.fullmatch(rest[: -len(name)]):
+            return kind
+    return None
+
+
 #: Master URLs a target may set: in-process (``local``, ``local[N]``, ``local[*]``, ``local[N,F]``), a
 #: cluster manager, or a Spark Connect server (``sc://HOST[:PORT]``, with ``/;use_ssl=true`` for TLS; a
 #: token comes from ``SPARK_CONNECT_AUTHENTICATE_TOKEN``, never from a file in git). Analysis never uses
@@ -156,7 +256,11 @@ def check_spark_conf(conf: Mapping[str, str]) -> list[Refusal]:
     """Every key of ``conf`` that is not on the allowlist, or whose value is not of the key's kind."""
     refused = []
     for key, value in conf.items():
-        kind = ALLOWED_SPARK_CONF.get(key)
+        credential = credential_refusal(key)
+        if credential is not None:  # first: the message must say where credentials go instead
+            refused.append(Refusal(key, credential))
+            continue
+        kind = ALLOWED_SPARK_CONF.get(key) or _s3a_kind(key)
         if kind is None:
             refused.append(
                 Refusal(

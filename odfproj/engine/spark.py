@@ -66,6 +66,7 @@ from odfproj.engine.gis import (
     plain_geometry,
 )
 from odfproj.engine.packages import PackageUnavailableError
+from odfproj.engine.s3a import store_failure
 from odfproj.engine.session import (
     SMALL_WORK_CONF,
     SparkSessionHolder,
@@ -214,6 +215,9 @@ class SparkFailure:
 def describe_spark_error(error: BaseException) -> SparkFailure:
     """Reduce a PySpark/Py4J exception to one line (error class + message, causes joined by ``: ``)."""
     chain = _java_chain(error) or _connect_chain(error)
+    store = store_failure(chain)  # the S3A connector's failures, one line naming the store
+    if store is not None:
+        return SparkFailure(store)
     if not chain:
         getter = getattr(error, "getMessage", None)
         text = getter() if callable(getter) else str(error)

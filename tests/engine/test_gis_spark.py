@@ -116,7 +116,12 @@ def test_misspelt_and_file_reading_gis_functions_are_refused(engine):
 def test_without_the_jars_a_gis_query_fails_in_one_line_and_others_run(engine, tmp_path, monkeypatch):
     from odfproj.engine import gis, packages
 
-    monkeypatch.setenv(packages.CACHE_ENV, str(tmp_path / "empty"))
+    # a cache without Sedona; the S3A jars the shared session may have started with stay in it
+    cache = tmp_path / "empty"
+    cache.mkdir()
+    for jar in packages.session_jars(s3a_connector=engine.holder.settings.s3a_connector):
+        (cache / jar.name).symlink_to(jar)
+    monkeypatch.setenv(packages.CACHE_ENV, str(cache))
     monkeypatch.setattr(gis, "_LOADED", {})  # as in a JVM where Sedona was never loaded
     with pytest.raises(InvalidQueryError) as raised:
         engine.query({}, _sql("SELECT ST_Point(1.0, 2.0) AS g"))

@@ -118,6 +118,8 @@ def warm_refusal(settings: SparkSettings) -> str | None:
     master = settings.master.strip()
     if is_connect(master) or not master.startswith("local"):
         return f"the target's master {master} is not local"
+    if settings.s3a_connector:
+        return "the data is on S3, which needs the S3A connector in a JVM of its own"
     jvm = sorted(key for key in settings.conf if not key.startswith("spark.sql."))
     if jvm:
         return f"the target's spark_conf sets {', '.join(jvm)}, which needs a JVM of its own"
