@@ -110,10 +110,18 @@ def check_plan(plan: Plan, workspace: Workspace) -> None:
 
 
 def read_saved_plan(path: Path, workspace: Workspace) -> Plan:
-    """A plan saved by ``plan --out``; refused when it was made for another workspace."""
+    """A plan saved by ``plan --out``; refused when it was made for another workspace.
+
+    A plan of ``plan --env NAME`` made before environment NAME existed was made against production,
+    which a new environment starts from: it applies in that environment (its heads are checked, as
+    every saved plan's are, by ``check_plan``).
+    """
     plan = read_plan_file(path)
-    if Path(plan.workspace).resolve() != workspace.root.resolve():
-        raise PlanError(f"{path} was made for workspace {plan.workspace}, not {workspace.root}")
+    made_for = Path(plan.workspace).resolve()
+    if made_for != workspace.root.resolve():
+        production = workspace.production
+        if production is None or made_for != production.root.resolve():
+            raise PlanError(f"{path} was made for workspace {plan.workspace}, not {workspace.root}")
     return plan
 
 

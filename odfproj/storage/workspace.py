@@ -234,6 +234,8 @@ class Workspace:
         The lock cannot be taken in a read-only workspace: then nothing is adopted (``None``) and
         ``verify`` reports the datasets as before.
         """
+        if self.environment is not None:
+            return None  # an environment records only what it creates; production's records are read
         if self.has_name_records() or next(self._dataset_dirs(), None) is None:
             return None
         try:
@@ -517,7 +519,7 @@ class Workspace:
         under the names lock. The first record written into a workspace made before name records
         adopts its datasets first (:meth:`adopt_unrecorded`): once any record exists, it never would.
         """
-        if not self.has_name_records():
+        if not self.has_name_records() and self.environment is None:
             self._adopt_locked()
         if not self.names_dir.is_dir():
             self.names_dir.mkdir(parents=True, exist_ok=True)

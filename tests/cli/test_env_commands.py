@@ -108,3 +108,9 @@ def test_a_bad_ttl_is_one_line_naming_the_file(project: Path) -> None:
     code, _, err = run_main_split("env", "list")
     assert code == 1
     assert "odfproj.yaml" in err and "environments.ttl" in err and err.count("\n") == 1, err
+
+
+def test_an_environment_adopts_nothing_and_its_verify_uses_productions_records(project: Path) -> None:
+    code, out, err = run_main_split("verify", "--env", "pr-1")
+    assert (code, err) == (0, ""), out
+    assert not (project / ".odf" / "envs" / "pr-1" / ".names").exists()
