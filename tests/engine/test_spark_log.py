@@ -23,6 +23,9 @@ org.apache.spark.SparkDateTimeException: [CANNOT_PARSE_TIMESTAMP] Text 'pending'
 \tat org.apache.spark.sql.errors.QueryExecutionErrors$.ansiDateTimeParseError(QueryExecutionErrors.scala:1)
 \t... 17 more
 Caused by: java.time.format.DateTimeParseException: Text 'pending' could not be parsed
+SLF4J: Failed to load class "org.slf4j.impl.StaticLoggerBinder".
+SLF4J: Defaulting to no-operation (NOP) logger implementation
+SLF4J: See http://www.slf4j.org/codes.html#StaticLoggerBinder for further details.
 java.lang.OutOfMemoryError is not a log record
 """
 
@@ -58,7 +61,8 @@ def test_log_records_go_to_the_log_and_other_lines_to_the_console(monkeypatch, r
     assert "NativeCodeLoader" in logged[0][1]
     error = logged[1][1]
     assert "Exception in task" in error and "\tat org.apache" in error and "Caused by:" in error
-    # The start-up noise is dropped; a line that is no log record (a crash message) is still shown.
+    # The start-up noise (and SLF4J's, at the S3A connector's first use) is dropped; a line that is no
+    # log record (a crash message) is still shown.
     assert console == "java.lang.OutOfMemoryError is not a log record\n"
 
 
