@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +23,7 @@ from odfproj.cli.remote_ws import synced
 from odfproj.errors import PlanError
 
 if TYPE_CHECKING:
+    from odfproj.project.config import ProjectConfig
     from odfproj.run.apply import AppliedStep
 
 
@@ -48,14 +51,13 @@ def apply(
     from odfproj.plan.render import render_text
     from odfproj.plan.sources import plan_project
     from odfproj.run.apply import apply_plan, check_plan, read_saved_plan
-    from odfproj.run.environments import ensure_environment
     from odfproj.storage.workspace import Workspace
 
     config = selection.config()
-    ensure_environment(config, selection.target)  # --env: made on the first apply, production untouched
     workspace = Workspace(config.workspace(selection.target), odf_version=config.odf_version)
     with (
         synced(config, selection.target, writer="odfproj apply"),
+        _environment_made(config, selection.target),  # --env: made on first use, production untouched
         workspace.lock(purpose="odfproj apply", timeout=lock_timeout),
     ):
         if plan_file is not None:
@@ -88,6 +90,15 @@ def apply(
     typer.echo(result.summary())
     if result.not_applied:
         raise typer.Exit(130)
+
+
+@contextmanager
+def _environment_made(config: ProjectConfig, target: str | None) -> Iterator[None]:
+    """Make ``--env``'s environment if it does not exist, once a remote workspace has been checked out."""
+    from odfproj.run.environments import ensure_environment
+
+    ensure_environment(config, target)
+    yield
 
 
 def _confirm() -> None:

@@ -42,9 +42,8 @@ def list_(
         age = _age(now - record.refreshed)
         changed = ", ".join(summary.changed) if summary.changed else "nothing changed yet"
         stale = "  STALE" if summary.stale else ""
-        typer.echo(
-            f"{record.name}: refreshed {age} ago, {_size(summary.own_bytes)} of its own; changed: {changed}{stale}"
-        )
+        size = f", {_size(summary.own_bytes)} of its own" if summary.own_bytes is not None else ""
+        typer.echo(f"{record.name}: refreshed {age} ago{size}; changed: {changed}{stale}")
 
 
 @app.command("refresh", cls=metavars.Command)

@@ -123,12 +123,13 @@ def plan(
     from odfproj.run.environments import planned_config
 
     state = ctx.obj if isinstance(ctx.obj, CliState) else CliState()
-    config, note = planned_config(selection.config(), selection.target)
-    if note is not None:
-        stderr_console().print(f"note: {note}", markup=False, emoji=False)
+    config = selection.config()
     checker = _DeferredChecker(verbose=state.verbose, warm=state.warm) if validate_queries else None
     try:
-        with synced(config, selection.target, writer=None):
+        with synced(config, selection.target, writer=None):  # a remote environment comes down with it
+            config, note = planned_config(config, selection.target)
+            if note is not None:
+                stderr_console().print(f"note: {note}", markup=False, emoji=False)
             result, _ = plan_project(config, selection.request(), query_checker=checker)
     finally:
         if checker is not None:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING
 
 from odfproj.cli.context import adopt_old_workspace
 
 if TYPE_CHECKING:
     from odfproj.project.config import ProjectConfig
+    from odfproj.remote.store import ObjectStore
+    from odfproj.storage.workspace import Workspace
 
 
 @contextmanager
@@ -22,11 +24,15 @@ def synced(
     needs only read access). ``data``: also fetch every data object (commands that read data).
     For a ``writer``, a workspace an older odfproj made is adopted first (see
     :func:`adopt_old_workspace`); nothing else happens for a workspace on disk.
+
+    In an environment (``--env``), production is only checked out, never committed, and a writer
+    takes the environment's own lock and commits the environment's prefix alone
+    (``remote.environments``).
     """
     from odfproj.storage.workspace import Workspace
 
     if writer is not None:
-        adopt_old_workspace(Workspace(config.workspace(target)))
+        adopt_old_workspace(Workspace(config.production_workspace(target)))
     url = config.remote_workspace()
     if url is None:
         yield
@@ -37,7 +43,11 @@ def synced(
     from odfproj.remote.workspace import checkout, commit, remote_lock
 
     store = open_store(url)
-    cache = Workspace(config.workspace(target))
+    cache = Workspace(config.production_workspace(target))
+    if config.environment is not None:
+        with _environment_synced(store, cache, config.environment, writer=writer, data=data):
+            yield
+        return
     if writer is None:
         checkout(store, cache, data=data)
         yield
@@ -48,3 +58,23 @@ def synced(
             yield
         finally:
             commit(store, cache)  # whatever committed locally (each dataset atomically) goes up
+
+
+@contextmanager
+def _environment_synced(
+    store: ObjectStore, cache: Workspace, name: str, *, writer: str | None, data: bool
+) -> Iterator[None]:
+    from odfproj.remote.environments import checkout_environment, commit_environment, environment_store
+    from odfproj.remote.workspace import checkout, remote_lock
+
+    lock = (
+        remote_lock(environment_store(store, name), purpose=writer) if writer is not None else nullcontext()
+    )
+    with lock:
+        checkout(store, cache, data=data)  # production: read, never written back
+        checkout_environment(store, cache.root, name)
+        try:
+            yield
+        finally:
+            if writer is not None:
+                commit_environment(store, cache.root, name)

@@ -129,11 +129,6 @@ class ProjectConfig:
         """This project with its commands working in environment ``name`` (``None``: production)."""
         if name is not None:
             check_environment_name(name)
-            if self.remote_workspace() is not None:
-                raise ProjectError(
-                    f"--env {name}: preview environments work on a workspace on disk; the remote workspace "
-                    f"{self.remote_workspace()} does not support them yet"
-                )
         return replace(self, environment=name)
 
     def production_workspace(self, target: str | None = None) -> Path:

@@ -11,7 +11,8 @@ against production, which is exactly what a new environment would start from.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -138,8 +139,9 @@ class EnvironmentSummary:
 
     record: EnvironmentRecord
     stale: bool
-    #: Bytes of the objects the environment holds itself (blocks, slices, checkpoints).
-    own_bytes: int
+    #: Bytes of the objects the environment holds itself (blocks, slices, checkpoints); ``None``
+    #: where they are not counted (a remote workspace's).
+    own_bytes: int | None
 
     @property
     def changed(self) -> tuple[str, ...]:
@@ -149,13 +151,23 @@ class EnvironmentSummary:
 def summaries(
     config: ProjectConfig, target: str | None, *, now: datetime | None = None
 ) -> list[EnvironmentSummary]:
-    """Every environment of the target's workspace, with whether it outlived the TTL and its size."""
-    production = config.production_workspace(target)
+    """Every environment of the target's workspace, with whether it outlived the TTL and its size.
+
+    For a remote workspace, the environments the store holds; their size is not counted (``None``).
+    """
     moment = now or datetime.now(UTC)
+    ttl = config.environment_ttl
+    url = config.remote_workspace()
+    if url is not None:
+        from odfproj.remote.environments import remote_environments
+        from odfproj.remote.store import open_store
+
+        return [
+            EnvironmentSummary(r, r.is_stale(moment, ttl), None) for r in remote_environments(open_store(url))
+        ]
+    production = config.production_workspace(target)
     return [
-        EnvironmentSummary(
-            r, r.is_stale(moment, config.environment_ttl), _own_bytes(environment_root(production, r.name))
-        )
+        EnvironmentSummary(r, r.is_stale(moment, ttl), _own_bytes(environment_root(production, r.name)))
         for r in list_environments(production)
     ]
 
@@ -164,16 +176,30 @@ def refresh(
     config: ProjectConfig, target: str | None, name: str, *, lock_timeout: float | None = None
 ) -> tuple[EnvironmentRecord, tuple[str, ...]]:
     """Re-pin environment ``name`` to production's heads now (see ``storage.environment``)."""
-    production = Workspace(config.production_workspace(target), odf_version=config.odf_version)
-    environment = _existing(config, target, name)
-    with environment.lock(purpose="odfproj env refresh", timeout=lock_timeout):
-        return refresh_environment(production, environment)
+    with _remote_environment(config, target, name, purpose="odfproj env refresh", commit=True):
+        production = Workspace(config.production_workspace(target), odf_version=config.odf_version)
+        environment = _existing(config, target, name)
+        with environment.lock(purpose="odfproj env refresh", timeout=lock_timeout):
+            return refresh_environment(production, environment)
 
 
 def destroy(
     config: ProjectConfig, target: str | None, name: str, *, lock_timeout: float | None = None
 ) -> None:
-    """Remove environment ``name``: only its own folder, which production never references."""
+    """Remove environment ``name``: only its own folder (or prefix), which production never references."""
+    url = config.remote_workspace()
+    if url is not None:
+        from odfproj.remote.environments import destroy_remote_environment, environment_store
+        from odfproj.remote.store import open_store
+        from odfproj.remote.workspace import remote_lock
+
+        store = open_store(url)
+        with remote_lock(environment_store(store, name), purpose="odfproj env destroy"):
+            destroy_remote_environment(store, name)
+        root = environment_root(config.production_workspace(target), name)
+        if read_record(root) is not None:
+            destroy_environment(config.production_workspace(target), name)  # the cache's copy too
+        return
     environment = _existing(config, target, name)
     with environment.lock(purpose="odfproj env destroy", timeout=lock_timeout):
         destroy_environment(config.production_workspace(target), name)
@@ -188,12 +214,58 @@ def publish(
     lock_timeout: float | None = None,
     on_outcome: Callable[[PublishOutcome], None] | None = None,
 ) -> list[PublishOutcome]:
-    """Fast-forward production to environment ``name``'s heads (see ``storage.publish``)."""
-    production = Workspace(config.production_workspace(target), odf_version=config.odf_version)
-    environment = _existing(config, target, name)
-    return publish_environment(
-        production, environment, only=only, lock_timeout=lock_timeout, on_outcome=on_outcome
-    )
+    """Fast-forward production to environment ``name``'s heads (see ``storage.publish``).
+
+    On a remote workspace: under production's remote lock and the environment's, both are checked
+    out, published in the cache, and production's new objects and heads committed (heads by
+    compare-and-swap), then the environment's record.
+    """
+    with _remote_environment(config, target, name, purpose="odfproj publish", commit=True, production=True):
+        production = Workspace(config.production_workspace(target), odf_version=config.odf_version)
+        environment = _existing(config, target, name)
+        return publish_environment(
+            production, environment, only=only, lock_timeout=lock_timeout, on_outcome=on_outcome
+        )
+
+
+@contextmanager
+def _remote_environment(
+    config: ProjectConfig,
+    target: str | None,
+    name: str,
+    *,
+    purpose: str,
+    commit: bool,
+    production: bool = False,
+) -> Iterator[None]:
+    """For a remote workspace: environment ``name`` checked out (and production), locked, and committed after.
+
+    ``production``: also lock production and commit it (publish, the one command that writes it).
+    Nothing for a workspace on disk.
+    """
+    url = config.remote_workspace()
+    if url is None:
+        yield
+        return
+    from odfproj.remote.environments import checkout_environment, commit_environment, environment_store
+    from odfproj.remote.store import open_store
+    from odfproj.remote.workspace import checkout, remote_lock
+    from odfproj.remote.workspace import commit as commit_production
+
+    store = open_store(url)
+    cache = Workspace(config.production_workspace(target), odf_version=config.odf_version)
+    with (
+        remote_lock(store, purpose=purpose) if production else nullcontext(),
+        remote_lock(environment_store(store, name), purpose=purpose),
+    ):
+        checkout(store, cache)
+        if not checkout_environment(store, cache.root, name):
+            raise PreviewEnvironmentError(_missing(replace(config, environment=name), target))
+        yield
+        if commit:
+            if production:
+                commit_production(store, cache)  # objects first, then each head by compare-and-swap
+            commit_environment(store, cache.root, name)
 
 
 def _existing(config: ProjectConfig, target: str | None, name: str) -> Workspace:
