@@ -3,8 +3,8 @@
 PySpark ships no S3A connector. odfproj's own (``engine.packages``: ``hadoop-aws`` at PySpark's Hadoop
 version and the AWS SDK bundle it was built against, fetched once by ``./dev``) goes on a session's
 class path when, and only when, the data that session reads and writes is on S3: the caller says where
-the data is (:func:`with_data_at`, the workspace's location), never a manifest or odfproj.yaml, which
-cannot name jars. A Spark that brings its own connector takes none of odfproj's: a Spark Connect server
+the data is (:func:`with_data_at`, or ``engine.settings.target_settings(..., data_at=...)``: the
+workspace's location), never a manifest or odfproj.yaml, which cannot name jars. A Spark that brings its own connector takes none of odfproj's: a Spark Connect server
 (``sc://``), a Spark whose jars hold ``hadoop-aws`` already, or one its operator declares so with
 ``ODFPROJ_S3A_CONNECTOR=provided`` (EMR, Dataproc: docs/guide/cluster.md).
 

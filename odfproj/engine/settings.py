@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from odfproj.engine.credentials import credential_refusal
+from odfproj.engine.s3a import with_data_at
 from odfproj.engine.session import SparkSettings
 from odfproj.errors import EngineError
 
@@ -285,11 +286,15 @@ def check_spark_master(master: str) -> Refusal | None:
     )
 
 
-def target_settings(master: str, conf: Mapping[str, str], *, verbose: bool = False) -> SparkSettings:
+def target_settings(
+    master: str, conf: Mapping[str, str], *, verbose: bool = False, data_at: str | None = None
+) -> SparkSettings:
     """The settings of a target, for commands that run trusted code; refused settings raise EngineError.
 
     odfproj.yaml is checked when it is loaded; checking again here keeps every other way of building
-    a project's session (a library caller) behind the same allowlist.
+    a project's session (a library caller) behind the same allowlist. ``data_at`` is where the data the
+    session reads and writes lives (the workspace's location): on S3 the session starts with the S3A
+    connector and its settings (``engine.s3a.with_data_at``); elsewhere, or not given, it changes nothing.
     """
     refusals = check_spark_conf(conf)
     master_refusal = check_spark_master(master)
@@ -297,7 +302,8 @@ def target_settings(master: str, conf: Mapping[str, str], *, verbose: bool = Fal
         refusals.insert(0, master_refusal)
     if refusals:
         raise EngineError(f"Spark setting refused: {refusals[0]}")
-    return SparkSettings(master=master.strip(), conf=MappingProxyType(dict(conf)), verbose=verbose)
+    settings = SparkSettings(master=master.strip(), conf=MappingProxyType(dict(conf)), verbose=verbose)
+    return with_data_at(settings, data_at) if data_at else settings
 
 
 def analysis_settings(*, verbose: bool = False) -> SparkSettings:

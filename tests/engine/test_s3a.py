@@ -103,6 +103,17 @@ def test_the_session_gets_the_cached_jars_and_the_s3a_settings_never_a_credentia
     )
 
 
+def test_a_targets_settings_take_the_connector_when_the_caller_says_the_data_is_on_s3(monkeypatch) -> None:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    conf = {"spark.sql.shuffle.partitions": "8"}
+    assert not target_settings("local[2]", conf).s3a_connector
+    assert not target_settings("local[2]", conf, data_at="/srv/odf").s3a_connector
+    on_s3 = target_settings("local[2]", conf, data_at="s3://bucket/odfproj/prod")
+    assert on_s3.s3a_connector and on_s3.conf["spark.hadoop.fs.s3a.endpoint"] == ENV["AWS_ENDPOINT_URL"]
+    assert on_s3.conf["spark.sql.shuffle.partitions"] == "8"
+
+
 def test_a_spark_that_brings_its_own_connector_gets_none_of_odfprojs() -> None:
     connect = with_data_at(SparkSettings(master="sc://spark.internal:15002"), "s3://bucket/p", ENV)
     assert not connect.s3a_connector
