@@ -91,3 +91,33 @@ def test_both_workflows_are_listed_in_the_security_design() -> None:
         encoding="utf-8"
     )
     assert "odfproj.yml" in design and "odfproj-comment.yml" in design
+
+
+def test_previews_run_only_for_branches_of_this_repository_and_only_in_their_environment(
+    workflows: dict[str, Any],
+) -> None:
+    preview = workflows["odfproj.yml"]["jobs"]["preview"]
+    assert "pull_request" in preview["if"]
+    assert "github.event.pull_request.head.repo.full_name == github.repository" in preview["if"]
+    assert preview["environment"] == "preview", "never production's secrets"
+    assert set(preview["permissions"].values()) == {"read"}
+    runs = "\n".join(s.get("run", "") for s in preview["steps"])
+    commands = re.findall(r"\bodfproj (\w+)(.*)", runs)
+    assert {c for c, _ in commands} == {"run", "test", "diff"}
+    assert all('--env "$PREVIEW"' in rest for _, rest in commands), "every command works in the environment"
+    assert preview["env"]["PREVIEW"] == "pr-${{ github.event.pull_request.number }}"
+
+
+def test_main_publishes_the_merged_preview_before_it_applies(workflows: dict[str, Any]) -> None:
+    steps = workflows["odfproj.yml"]["jobs"]["apply"]["steps"]
+    names = [s.get("name", "") for s in steps]
+    assert names.index("odfproj publish") < names.index("odfproj apply")
+    publish = steps[names.index("odfproj publish")]["run"]
+    assert "tr -dc '0-9'" in publish, "the pull request number comes from an API answer: digits only"
+    assert 'odfproj publish "pr-$pr" --recompute' in publish
+
+
+def test_the_data_diff_is_posted_by_the_job_that_runs_nothing(workflows: dict[str, Any]) -> None:
+    steps = workflows["odfproj-comment.yml"]["jobs"]["comment"]["steps"]
+    post = next(s["run"] for s in steps if s.get("name") == "Post the data diff on the pull request")
+    assert "tr -dc '0-9' < preview-comment/pr-number" in post
