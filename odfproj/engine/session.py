@@ -64,13 +64,34 @@ BASE_CONF: Mapping[str, str] = MappingProxyType(
 #: took 9 % less CPU. C1 only (``-XX:TieredStopAtLevel=1``) saved 27 % there but made a 10M-row local job
 #: 27 % more CPU-hungry, these thresholds cost that job nothing (bench/README.md, "Fixed costs of a
 #: run"): a ``local`` driver runs the executors' tasks too, and large local jobs must not pay for small
-#: ones. Executors of a cluster have JVMs of their own and keep the default.
+#: ones. Executors of a cluster have JVMs of their own and keep the default. These are the options of a
+#: driver that lives long (the warm engine's server); a command's own driver takes
+#: :data:`SHORT_LIVED_JIT_OPTIONS`.
 DRIVER_JIT_OPTIONS = (
     "-XX:Tier4InvocationThreshold=50000",
     "-XX:Tier4MinInvocationThreshold=6000",
     "-XX:Tier4CompileThreshold=150000",
     "-XX:Tier4BackEdgeThreshold=400000",
 )
+
+#: A command's own driver (no warm engine: CI, ``--cold``) compiles with C1 only. It lives for one
+#: command, and a cold JIT compiles Spark's analyser, planner and scheduler while the command waits:
+#: on bench_dag's 50-dataset cold first run, C2 and tiered C1 took 20 of 65 s of CPU, and C1 only
+#: (whose code also runs without the profiling of tiered C1) took 22 % off the run's CPU (bench/README.md,
+#: "Cold runs"). A cold command with a large local job pays for it (27 % more CPU on a 10M-row job,
+#: "Fixed costs of a run"): ``ODFPROJ_DRIVER_JIT=tiered`` gives it the long-lived driver's options.
+SHORT_LIVED_JIT_OPTIONS = ("-XX:TieredStopAtLevel=1",)
+
+#: ``tiered`` or ``c1``: the JIT of every driver this process starts, whatever its lifetime.
+DRIVER_JIT_ENV = "ODFPROJ_DRIVER_JIT"
+
+
+def driver_jit_options(long_lived: bool) -> tuple[str, ...]:
+    """The driver JVM's JIT options: :data:`DRIVER_JIT_OPTIONS` if it lives long, else C1 only."""
+    chosen = os.environ.get(DRIVER_JIT_ENV, "").strip().lower()
+    if chosen == "tiered" or (long_lived and chosen != "c1"):
+        return DRIVER_JIT_OPTIONS
+    return SHORT_LIVED_JIT_OPTIONS
 
 
 #: Tuning for a ``local`` master, whose executors share one machine (and this process's JVM) with the
@@ -152,6 +173,9 @@ class SparkSettings:
     verbose: bool = False
     #: Put Hadoop's S3A connector (``engine.packages``, from the jar cache) on the class path at start.
     s3a_connector: bool = False
+    #: The driver lives for many commands (the warm engine's server): the JIT for long runs, and no
+    #: class-data archive written at its exit (``engine.class_data``; one made by a command is used).
+    long_lived: bool = False
 
     def __repr__(self) -> str:
         """A dataclass's repr, with the conf as it may be shown: a credential's value never is."""
@@ -176,7 +200,9 @@ class SparkSettings:
         if self.is_local:
             merged.update(LOCAL_DRIVER_CONF)
             merged.update(LOCAL_TUNING_CONF)
-        merged["spark.driver.extraJavaOptions"] = " ".join((_log_options(), *DRIVER_JIT_OPTIONS))
+        merged["spark.driver.extraJavaOptions"] = " ".join(
+            (_log_options(), *driver_jit_options(self.long_lived))
+        )
         # odfproj makes no tables; without this Spark leaves an empty spark-warehouse/ in the user's cwd.
         merged["spark.sql.warehouse.dir"] = os.path.join(tempfile.gettempdir(), "odfproj-spark-warehouse")
         jars = session_jars(s3a_connector=self.s3a_connector)  # odfproj's own choice, never a project's
@@ -221,7 +247,7 @@ def _create_classic_session(settings: SparkSettings) -> SparkSession:
         conf.set(key, value)
     with _noting_interrupts() as interrupted:
         try:
-            _launch_quiet_gateway(conf, settings.verbose)
+            _launch_quiet_gateway(conf, settings.verbose, long_lived=settings.long_lived)
             session = _classic_get_or_create(conf)
         except Exception as e:  # the JVM failed to start: no Java, bad master URL, ...
             if interrupted.is_set():  # PySpark's clean-up after a Ctrl-C failed in turn: not a Java problem
@@ -442,23 +468,33 @@ _STARTUP_NOISE = (
 )
 
 
-def _launch_quiet_gateway(conf: SparkConf, verbose: bool) -> None:
+def _launch_quiet_gateway(conf: SparkConf, verbose: bool, *, long_lived: bool = False) -> None:
     """Start the JVM with its stderr piped through a filter that drops the start-up noise.
 
     PySpark starts the JVM with stderr inherited, so those lines would reach the user's terminal on
     every command that touches data. Launching the gateway ourselves (PySpark's documented
     ``popen_kwargs`` hook) lets a daemon thread forward every other line unchanged, so real JVM
     messages (out of memory, a crash) are still shown. Nothing happens when a JVM is already running.
+    The JVM maps the class-data archive of ``engine.class_data``, or writes it at exit when there is none.
     """
     import subprocess
 
     from pyspark import SparkContext
     from pyspark.java_gateway import launch_gateway
 
+    from odfproj.engine import class_data
+
     if SparkContext._gateway is not None:  # PySpark's own record of its JVM
         return
+    sharing = class_data.for_driver(dict(conf.getAll()), may_write=not long_lived)
+    if sharing.options:
+        options = conf.get("spark.driver.extraJavaOptions") or ""
+        conf.set("spark.driver.extraJavaOptions", " ".join((options, *sharing.options)).strip())
     with _deferring_interrupts():
         gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    if sharing.writes is not None:
+        system = gateway.jvm.java.lang.System
+        sharing.started(gateway.proc.pid, system.getProperty("java.class.path"), _java_of(system))
     threading.Thread(
         target=_forward_stderr, args=(gateway.proc.stderr, verbose), daemon=True, name="jvm-stderr"
     ).start()
@@ -645,6 +681,11 @@ def _log_options() -> str:
 
     config = resources.files("odfproj") / "resources" / "spark" / "log4j2.properties"
     return f"-Dlog4j2.configurationFile=file:{config}"
+
+
+def _java_of(system: Any) -> str:
+    """The ``java`` executable of the running JVM whose ``java.lang.System`` is ``system``."""
+    return os.path.join(system.getProperty("java.home"), "bin", "java")
 
 
 def _python() -> str:

@@ -149,8 +149,8 @@ def _one_line(error: object) -> str:
 
 
 def server_settings() -> SparkSettings:
-    """The server's one SparkContext: local, odfproj's base settings and :data:`SERVER_CONF`."""
-    return SparkSettings(master="local[*]", app_name="odfproj-warm", conf=SERVER_CONF)
+    """The server's one SparkContext: local, odfproj's base settings and :data:`SERVER_CONF`, a long-lived driver."""
+    return SparkSettings(master="local[*]", app_name="odfproj-warm", conf=SERVER_CONF, long_lived=True)
 
 
 def connect_port(session: SparkSession) -> int:
