@@ -6,8 +6,8 @@ line, which any user of the machine can list). So credentials never reach Spark 
 them from the environment (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``) or a
 credential provider (an instance role, web identity, a profile), see docs/guide/cluster.md. One rule,
 :func:`is_credential_key`, decides both the refusal (``engine.settings``) and the redaction of a conf
-shown anywhere (:func:`redacted`); Spark's own logs redact by its ``spark.redaction.regex``, whose
-default (``secret|password|token|access[.]key``) covers the same keys.
+shown anywhere (:func:`redacted`); Spark's own logs redact by its ``spark.redaction.regex``, which
+odfproj's sessions set to cover the same keys (:data:`SPARK_REDACTION_REGEX`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-__all__ = ["CREDENTIALS_HINT", "REDACTED", "credential_refusal", "is_credential_key", "redacted"]
+__all__ = [
+    "CREDENTIALS_HINT",
+    "REDACTED",
+    "SPARK_REDACTION_REGEX",
+    "credential_refusal",
+    "is_credential_key",
+    "redacted",
+]
 
 #: What a shown conf has instead of a credential's value.
 REDACTED = "*********(redacted)"
@@ -36,6 +43,12 @@ _CREDENTIAL = re.compile(
     r"|password|secret|token|credential(s)?$",
     re.IGNORECASE,
 )
+
+#: What Spark itself hides wherever it shows its conf (``spark.redaction.regex``: the event log, the UI,
+#: ``spark.logConf``, ``spark-submit --verbose``): its default, ``secret|password|token|access[.]key``,
+#: and the encryption and account keys it misses. A conf only holds one when the machine's own Spark
+#: defaults (``SPARK_CONF_DIR``) put it there: a project cannot (:func:`credential_refusal`).
+SPARK_REDACTION_REGEX = r"(?i)secret|password|token|access[.]key|encryption[.]key|account[.]key"
 
 #: Keys that only name how credentials are found, never hold one.
 _NOT_A_CREDENTIAL = frozenset({"spark.hadoop.fs.s3a.aws.credentials.provider"})

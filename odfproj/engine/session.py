@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, fields
 from types import FrameType, MappingProxyType
 from typing import IO, TYPE_CHECKING, Any
 
-from odfproj.engine.credentials import redacted
+from odfproj.engine.credentials import SPARK_REDACTION_REGEX, redacted
 from odfproj.engine.packages import session_jars
 from odfproj.errors import EngineError
 
@@ -54,6 +54,8 @@ BASE_CONF: Mapping[str, str] = MappingProxyType(
         # name the line that built the column. odfproj builds its columns itself: the line would be
         # odfproj's, never the user's, whose SQL errors name their query.
         "spark.python.sql.dataFrameDebugging.enabled": "false",
+        # What Spark hides where it shows its conf: its default and the credential keys it misses.
+        "spark.redaction.regex": SPARK_REDACTION_REGEX,
     }
 )
 

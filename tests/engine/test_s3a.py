@@ -6,13 +6,14 @@ The connector itself, against moto's S3 server, is tests/remote/test_s3a_connect
 
 from __future__ import annotations
 
+import re
 import sys
 from types import MappingProxyType
 
 import pytest
 
 from odfproj.engine import packages
-from odfproj.engine.credentials import REDACTED, is_credential_key, redacted
+from odfproj.engine.credentials import REDACTED, SPARK_REDACTION_REGEX, is_credential_key, redacted
 from odfproj.engine.s3a import (
     CONNECTOR_ENV,
     DEFAULT_CREDENTIALS_PROVIDER,
@@ -269,6 +270,14 @@ def test_a_conf_is_shown_with_every_credential_redacted() -> None:
     # build one with any conf: the allowlist guards only the project's)
     text = repr(SparkSettings(conf=MappingProxyType(conf)))
     assert "wJalrXUtnFEMI" not in text and "spark.hadoop.fs.s3a.secret.key" in text and "4g" in text
+
+
+def test_spark_itself_hides_every_credential_where_it_shows_its_conf() -> None:
+    """The JVM's own redaction (``spark.redaction.regex``, the same syntax in Java) covers every key odfproj
+    takes for a credential: the real JVM's answer is in tests/remote/test_s3a_connector.py."""
+    regex = SparkSettings().effective_conf()["spark.redaction.regex"]
+    assert regex == SPARK_REDACTION_REGEX
+    assert [key for key in CREDENTIAL_KEYS if not re.search(regex, key)] == []
 
 
 def test_every_allowed_s3a_setting_is_documented() -> None:

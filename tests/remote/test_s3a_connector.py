@@ -3,7 +3,7 @@
 Parquet written to ``s3a://`` lands in the bucket as objects and reads back the same; a missing bucket,
 refused credentials and an endpoint that does not answer are each one line naming the store. The
 credentials reach S3A through the AWS SDK's default chain that odfproj configures (``engine.s3a``),
-never as a setting.
+never as a setting, and Spark hides any that a machine's own defaults put in its conf.
 
 The connector must be on the class path when the JVM starts, so the shared test session starts with
 it whenever ``./dev`` has fetched the jars (tests/conftest.py); these tests then set S3A's settings
@@ -82,6 +82,24 @@ def _one_line(action, what: str) -> str:
     message = str(info.value)
     assert "\n" not in message and SECRET_KEY not in message and ACCESS_KEY not in message
     return message
+
+
+def test_spark_hides_every_credential_where_it_shows_its_conf(spark) -> None:
+    """Spark's own redaction (event log, UI, ``spark.logConf``), with odfproj's ``spark.redaction.regex``:
+    a credential that a machine's Spark defaults put in the conf is never shown (the connector not needed)."""
+    from tests.engine.test_s3a import CREDENTIAL_KEYS
+
+    jvm = spark.sparkContext._jvm
+    pairs = jvm.java.util.ArrayList()
+    for key in [*CREDENTIAL_KEYS, "spark.hadoop.fs.s3a.endpoint"]:
+        pairs.add(jvm.scala.Tuple2(key, "hunter2"))  # (a value with "secret" in it is hidden anyway)
+    convert = jvm.scala.jdk.javaapi.CollectionConverters
+    shown = jvm.org.apache.spark.util.Utils.redact(
+        spark.sparkContext._jsc.sc().conf(), convert.asScala(pairs).toSeq()
+    )
+    values = {pair._1(): pair._2() for pair in convert.asJava(shown)}
+    assert [key for key in CREDENTIAL_KEYS if values[key] == "hunter2"] == []
+    assert values["spark.hadoop.fs.s3a.endpoint"] == "hunter2"  # not a credential: shown
 
 
 def test_parquet_is_written_to_the_store_and_read_back(s3a, bucket: str) -> None:
