@@ -11,6 +11,7 @@ from odfproj.cli.context import CliState
 from odfproj.cli.options import LockTimeoutOption, ProjectOption, TargetOption
 
 if TYPE_CHECKING:
+    from odfproj.project.config import ProjectConfig
     from odfproj.run.run import RunEvent
     from odfproj.storage.publish import PublishOutcome
 
@@ -70,22 +71,20 @@ def _report(outcome: PublishOutcome) -> None:
     typer.echo(("! " if outcome.status == "refused" else "> ") + outcome.line())
 
 
-def _recompute(config: object, target: str | None, names: list[str], *, verbose: bool) -> bool:
+def _recompute(config: ProjectConfig, target: str | None, names: list[str], *, verbose: bool) -> bool:
     """Apply and run the refused datasets on production (``odfproj run --select`` them); True if all ran."""
     from odfproj.engine.session import SparkSessionHolder
-    from odfproj.project.config import ProjectConfig, spark_settings
-    from odfproj.project.loader import PlanRequest
-    from odfproj.run.run import run_project
+    from odfproj.project.config import spark_settings
+    from odfproj.run.environments import recompute_on_production
 
-    assert isinstance(config, ProjectConfig)
     typer.echo(f"recomputing on production: {', '.join(names)}")
     holder = SparkSessionHolder(spark_settings(config, target, verbose=verbose))
     try:
-        result = run_project(
-            config, PlanRequest(target=target, select=tuple(names)), holder=holder, on_event=_line
-        )
+        result = recompute_on_production(config, target, names, holder=holder, on_event=_line)
     finally:
         holder.stop()
+    done = sum(1 for r in result.results if r.status.value == "success")
+    typer.echo(f"recomputed {done} of {len(result.results)} dataset(s) on production")
     return result.ok
 
 

@@ -16,7 +16,9 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from odfproj.engine.session import SparkSessionHolder
 from odfproj.project.config import ProjectConfig
 from odfproj.storage.env_record import (
     EnvironmentRecord,
@@ -29,6 +31,9 @@ from odfproj.storage.publish import PublishOutcome, publish_environment
 from odfproj.storage.workspace import Workspace
 from odfproj.workspace_paths import environment_root
 
+if TYPE_CHECKING:
+    from odfproj.run.run import RunEvent, RunResult
+
 __all__ = [
     "EnvironmentSummary",
     "computed_here",
@@ -37,6 +42,7 @@ __all__ = [
     "fork_changed",
     "planned_config",
     "publish",
+    "recompute_on_production",
     "refresh",
     "require_environment",
     "summaries",
@@ -226,6 +232,25 @@ def publish(
         return publish_environment(
             production, environment, only=only, lock_timeout=lock_timeout, on_outcome=on_outcome
         )
+
+
+def recompute_on_production(
+    config: ProjectConfig,
+    target: str | None,
+    names: Iterable[str],
+    *,
+    holder: SparkSessionHolder,
+    on_event: Callable[[RunEvent], None] | None = None,
+) -> RunResult:
+    """``publish --recompute``: apply and run the datasets publish refused, on production, as
+    ``odfproj run --select`` them would (their downstream is refused with them, so it is among them)."""
+    from odfproj.project.loader import PlanRequest
+    from odfproj.run.run import run_project
+
+    production = config.in_environment(None)
+    return run_project(
+        production, PlanRequest(target=target, select=tuple(names)), holder=holder, on_event=on_event
+    )
 
 
 @contextmanager

@@ -19,7 +19,13 @@ from odfproj.plan.sources import PlanRequest
 from odfproj.project.config import ProjectConfig, load_project
 from odfproj.run import run as run_module
 from odfproj.run.data_diff import diff_datasets
-from odfproj.run.environments import ensure_environment, planned_config, publish, refresh
+from odfproj.run.environments import (
+    ensure_environment,
+    planned_config,
+    publish,
+    recompute_on_production,
+    refresh,
+)
 from odfproj.run.run import run_project
 from odfproj.run.verify import verify_datasets
 from odfproj.storage.workspace import Workspace
@@ -213,6 +219,41 @@ def test_two_environments_at_once_and_publish_refuses_where_production_moved(spa
     _, reset = refresh(first, None, "pr-1")
     assert set(reset) == downstream(dag, CHANGED)
     assert publish(first, None, "pr-1") == []
+
+
+def test_recompute_applies_and_runs_on_production_what_publish_refused(spark, project) -> None:
+    dag, root = project
+    new = change_threshold(root)[1]
+    config = load_project(root).in_environment("pr-1")
+    assert runner(spark)(config).ok
+    # Production moves under the changed dataset: new data in a root it reads, run there without the change.
+    upstream = _upstream(dag, CHANGED)
+    source = next(n for n in dag.nodes if n.name in upstream and not n.inputs)
+    folder = root / "data" / source.name.removeprefix("org.bench.")
+    header, *rows = (folder / "part-00.csv").read_text().splitlines()
+    fresh = [",".join([r.split(",")[0], str(900_000 + i), *r.split(",")[2:]]) for i, r in enumerate(rows[:3])]
+    (folder / "part-09.csv").write_text("\n".join([header, *fresh]) + "\n")  # new ids: new records
+    request = PlanRequest(select=tuple(sorted(upstream)))
+    assert run_project(load_project(root), request, holder=RecordingHolder(spark)).ok
+    outcomes = publish(config, None, "pr-1")
+    refused = [o.dataset for o in outcomes if o.status == "refused"]
+    assert set(refused) == downstream(dag, CHANGED)
+    assert "moved in production since the environment consumed it" in (outcomes[0].reason or "")
+    recomputed = recompute_on_production(config, None, refused, holder=RecordingHolder(spark))
+    assert recomputed.ok and {r.dataset for r in recomputed.results} == downstream(dag, CHANGED)
+    transform = Workspace(root / ".odf").open(CHANGED).projection().set_transform
+    assert transform is not None and f"qty > {new}" in repr(transform.transform)  # the change, applied there
+
+
+def _upstream(dag: Project, name: str) -> set[str]:
+    found: set[str] = set()
+    frontier = list(_inputs(dag, name))
+    while frontier:
+        current = frontier.pop()
+        if current not in found:
+            found.add(current)
+            frontier.extend(_inputs(dag, current))
+    return found
 
 
 def test_plan_of_a_new_environment_is_productions_and_writes_nothing(project) -> None:
