@@ -72,6 +72,7 @@ from odfproj.plan.queries import QueryChecker
 from odfproj.plan.sources import ProjectSnapshot, plan_project
 from odfproj.project.config import CONFIG_FILE, ProjectConfig, load_project
 from odfproj.project.loader import PlanRequest
+from odfproj.run.environments import planned_config
 from odfproj.run.run import RunEvent, RunResult, run_project
 from odfproj.transform.modes import CheckedQuery
 
@@ -391,6 +392,8 @@ class Watcher:
         if apply and query_checks is not None:
             raise ValueError("with apply=True queries are checked on the kept session, not query_checks")
         self.config = config
+        #: ``--env``: kept across cycles, each of which re-reads odfproj.yaml.
+        self.environment = config.environment
         self.request = request
         self.apply = apply
         self.holder = holder
@@ -537,7 +540,10 @@ class Watcher:
         error: str | None = None
         notice: str | None = None
         try:
-            self.config = load_project(self.root)
+            config = load_project(self.root).in_environment(self.environment)
+            if not self.apply:  # planning only: an environment not made yet is planned as production
+                config, _ = planned_config(config, self.request.target)
+            self.config = config
             self._remember(self._project_files())
             plan, snapshot, notice = self._plan()
             if self.apply and plan.has_changes and not plan.has_refusals:

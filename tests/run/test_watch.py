@@ -25,6 +25,7 @@ from odfproj.plan.model import Action
 from odfproj.plan.sources import PlanRequest, plan_project
 from odfproj.project.config import load_project
 from odfproj.run.apply import apply_plan
+from odfproj.run.environments import ensure_environment
 from odfproj.run.run import Status
 from odfproj.run.watch import (
     WatchCycle,
@@ -155,6 +156,22 @@ def test_cycle_reports_a_broken_manifest_in_one_line_and_recovers(tmp_path: Path
     assert (
         bad_config.error is not None and "odfproj.yaml" in bad_config.error and "\n" not in bad_config.error
     )
+
+
+def test_watch_in_an_environment_keeps_it_across_cycles(tmp_path: Path) -> None:
+    """``watch --env``: a cycle re-reads odfproj.yaml but stays in the environment; before the environment
+    exists it plans against production (what the environment would start from)."""
+    root = applied_project(tmp_path / "shop")
+    watcher = Watcher(load_project(root).in_environment("pr-3"), PlanRequest())
+    first = watcher.cycle()
+    assert first.ok and first.plan is not None and not first.plan.has_changes  # production's plan
+    assert watcher.config.environment is None
+    ensure_environment(load_project(root).in_environment("pr-3"), None)
+    orders = root / ORDERS
+    orders.write_text(orders.read_text().replace("An example dataset", "Orders"))
+    second = watcher.cycle([orders])
+    assert second.ok and watcher.config.environment == "pr-3"
+    assert second.plan is not None and Path(second.plan.workspace) == root / ".odf" / "envs" / "pr-3"
 
 
 def test_one_line_names_the_first_problem_and_counts_the_rest() -> None:
