@@ -13,10 +13,10 @@ from odfproj.cli.options import LockTimeoutOption, ProjectOption, TargetOption
 
 app = typer.Typer(
     cls=metavars.Group,
-    help="Preview environments: a change's datasets built beside production's (`--env NAME` on plan, apply, "
-    "run, query, sql, log, show, test, verify, diff and docs build), diffed with `odfproj diff --env NAME`, "
-    "and made production's by `odfproj publish NAME`. Production's files are never written by a command "
-    "with --env.",
+    help="Preview environments: a change's datasets built beside production's, listed, refreshed and destroyed."
+    "\n\n`--env NAME` on plan, apply, run, watch, query, sql, log, show, test, verify, diff and docs build works in "
+    "environment NAME; `odfproj diff --env NAME` compares it with production and `odfproj publish NAME` makes it "
+    "production's. Production's files are never written by a command with --env. See docs/guide/environments.md.",
     no_args_is_help=True,
 )
 

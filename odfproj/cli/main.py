@@ -112,7 +112,7 @@ COMMANDS: tuple[LazyCommand, ...] = (
     LazyCommand(
         "publish",
         "odfproj.cli.publish:publish",
-        "Fast-forward production's chains to an environment's heads: the reviewed blocks become production's, "
+        "Fast-forward production's chains to environment NAME's heads: the reviewed blocks become production's, "
         "byte for byte, with no recompute (their objects are linked, not copied).",
     ),
     LazyCommand(

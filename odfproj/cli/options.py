@@ -206,24 +206,16 @@ def resolve_workspace(
     """``--workspace`` if given, else the project's workspace for ``target``; with ``--env`` that
     workspace's environment, which must exist (a reader never makes one)."""
     from odfproj.project.config import load_project
-    from odfproj.storage.env_record import PreviewEnvironmentError
+    from odfproj.run.environments import existing_environment
     from odfproj.storage.workspace import Workspace
-    from odfproj.workspace_paths import environment_root
 
     if workspace is not None:
         production = Path(workspace)
     else:
-        config = load_project(project)
-        production = config.in_environment(env).production_workspace(target)  # refuses a remote one
+        production = load_project(project).in_environment(env).production_workspace(target)
     if env is None:
         return Workspace(production)
-    opened = Workspace(environment_root(production, env))
-    if opened.environment is None:
-        raise PreviewEnvironmentError(
-            f"environment {env!r} does not exist in workspace {production} "
-            f"(`odfproj env list` lists them; `odfproj apply --env {env}` makes it)"
-        )
-    return opened
+    return existing_environment(production, env)
 
 
 def warm_engine() -> WarmEngine:

@@ -75,7 +75,7 @@ def _recompute(config: ProjectConfig, target: str | None, names: list[str], *, v
     """Apply and run the refused datasets on production (``odfproj run --select`` them); True if all ran."""
     from odfproj.engine.session import SparkSessionHolder
     from odfproj.project.config import spark_settings
-    from odfproj.run.environments import recompute_on_production
+    from odfproj.run.recompute import recompute_on_production
 
     typer.echo(f"recomputing on production: {', '.join(names)}")
     holder = SparkSessionHolder(spark_settings(config, target, verbose=verbose))

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from odfproj.engine.session import SparkSessionHolder
 from odfproj.project.config import ProjectConfig
 from odfproj.storage.env_record import (
     EnvironmentRecord,
@@ -31,18 +29,15 @@ from odfproj.storage.publish import PublishOutcome, publish_environment
 from odfproj.storage.workspace import Workspace
 from odfproj.workspace_paths import environment_root
 
-if TYPE_CHECKING:
-    from odfproj.run.run import RunEvent, RunResult
-
 __all__ = [
     "EnvironmentSummary",
     "computed_here",
     "destroy",
     "ensure_environment",
+    "existing_environment",
     "fork_changed",
     "planned_config",
     "publish",
-    "recompute_on_production",
     "refresh",
     "require_environment",
     "summaries",
@@ -72,7 +67,7 @@ def require_environment(config: ProjectConfig, target: str | None) -> None:
         return
     root = environment_root(config.production_workspace(target), config.environment)
     if read_record(root) is None:
-        raise PreviewEnvironmentError(_missing(config, target))
+        raise PreviewEnvironmentError(_missing(config.environment, config.production_workspace(target)))
 
 
 def planned_config(config: ProjectConfig, target: str | None) -> tuple[ProjectConfig, str | None]:
@@ -234,25 +229,6 @@ def publish(
         )
 
 
-def recompute_on_production(
-    config: ProjectConfig,
-    target: str | None,
-    names: Iterable[str],
-    *,
-    holder: SparkSessionHolder,
-    on_event: Callable[[RunEvent], None] | None = None,
-) -> RunResult:
-    """``publish --recompute``: apply and run the datasets publish refused, on production, as
-    ``odfproj run --select`` them would (their downstream is refused with them, so it is among them)."""
-    from odfproj.project.loader import PlanRequest
-    from odfproj.run.run import run_project
-
-    production = config.in_environment(None)
-    return run_project(
-        production, PlanRequest(target=target, select=tuple(names)), holder=holder, on_event=on_event
-    )
-
-
 @contextmanager
 def _remote_environment(
     config: ProjectConfig,
@@ -285,7 +261,7 @@ def _remote_environment(
     ):
         checkout(store, cache)
         if not checkout_environment(store, cache.root, name):
-            raise PreviewEnvironmentError(_missing(replace(config, environment=name), target))
+            raise PreviewEnvironmentError(_missing(name, config.production_workspace(target)))
         yield
         if commit:
             if production:
@@ -293,17 +269,23 @@ def _remote_environment(
             commit_environment(store, cache.root, name)
 
 
-def _existing(config: ProjectConfig, target: str | None, name: str) -> Workspace:
-    root = environment_root(config.production_workspace(target), name)
+def existing_environment(production: Path, name: str, *, odf_version: str | None = None) -> Workspace:
+    """The workspace of environment ``name`` of the workspace at ``production``; refused in one line
+    when it does not exist (readers never make one)."""
+    root = environment_root(production, name)
     if read_record(root) is None:
-        raise PreviewEnvironmentError(_missing(replace(config, environment=name), target))
-    return Workspace(root, odf_version=config.odf_version)
+        raise PreviewEnvironmentError(_missing(name, production))
+    return Workspace(root) if odf_version is None else Workspace(root, odf_version=odf_version)
 
 
-def _missing(config: ProjectConfig, target: str | None) -> str:
+def _existing(config: ProjectConfig, target: str | None, name: str) -> Workspace:
+    return existing_environment(config.production_workspace(target), name, odf_version=config.odf_version)
+
+
+def _missing(name: str | None, production: Path) -> str:
     return (
-        f"environment {config.environment!r} does not exist in workspace {config.production_workspace(target)} "
-        f"(`odfproj env list` lists them; `odfproj apply --env {config.environment}` makes it)"
+        f"environment {name!r} does not exist in workspace {production} "
+        f"(`odfproj env list` lists them; `odfproj apply --env {name}` makes it)"
     )
 
 

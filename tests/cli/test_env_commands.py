@@ -96,11 +96,11 @@ def test_bad_environments_are_one_line_errors(project: Path, args: tuple[str, ..
     assert err.startswith(message) and err.count("\n") == 1, err
 
 
-def test_a_remote_workspace_refuses_env_in_one_line(project: Path) -> None:
+def test_a_remote_workspaces_environment_not_in_the_cache_is_one_line(project: Path) -> None:
     (project / "odfproj.yaml").write_text("name: demo\nworkspace: s3://bucket/prefix\n")
     code, _, err = run_main_split("log", "trades", "--env", "pr-1")
     assert code == 1
-    assert err.startswith("error: --env pr-1: preview environments work on a workspace on disk")
+    assert err.startswith("error: environment 'pr-1' does not exist in workspace ") and err.count("\n") == 1
 
 
 def test_a_bad_ttl_is_one_line_naming_the_file(project: Path) -> None:

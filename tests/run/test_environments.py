@@ -23,9 +23,9 @@ from odfproj.run.environments import (
     ensure_environment,
     planned_config,
     publish,
-    recompute_on_production,
     refresh,
 )
+from odfproj.run.recompute import recompute_on_production
 from odfproj.run.run import run_project
 from odfproj.run.verify import verify_datasets
 from odfproj.storage.workspace import Workspace
