@@ -56,6 +56,7 @@ class Dataset:
         *,
         read_areas: Sequence[Path] = (),
         pinned: str | None = None,
+        pinned_head: Multihash | None = None,
     ) -> None:
         self.name = name
         self.path = Path(path)
@@ -65,6 +66,8 @@ class Dataset:
         #: Why this handle must not append (a dataset an environment reads from production at a
         #: pinned head); ``None`` for a writable dataset.
         self.pinned = pinned
+        #: The pinned head, from the environment's record (its ``refs/head`` file only lists it).
+        self._pinned_head = pinned_head
         self._projection: ChainProjection | None = None
         #: Projections already parsed by other handles of the same workspace (see ProjectionMemo).
         self._projections = projections
@@ -78,6 +81,8 @@ class Dataset:
     # --- reading ------------------------------------------------------------------------------------
 
     def head(self) -> Multihash | None:
+        if self._pinned_head is not None:
+            return self._pinned_head
         return read_head(self.layout.head_ref)
 
     def block_version(self, head: Multihash | None = None) -> int:

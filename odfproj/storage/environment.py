@@ -18,7 +18,7 @@ from odfproj.storage.env_record import (
     read_record,
     write_record,
 )
-from odfproj.storage.fsutil import fsync_dir, remove_tree, write_durable
+from odfproj.storage.fsutil import fsync_dir, remove_tree, replace_atomic
 from odfproj.storage.head import read_head
 from odfproj.storage.layout import DATASET_DIRS, DatasetLayout
 from odfproj.storage.workspace import Workspace
@@ -111,6 +111,9 @@ def fork(environment: Workspace, names: Iterable[str]) -> tuple[str, ...]:
             folder = environment.datasets_dir / spelled
             for sub in DATASET_DIRS:  # a pinned dataset's folder holds only its head
                 (folder / sub).mkdir(exist_ok=True)
+            assert pin.base is not None
+            # From now on the file is the head (it moves by commits): written durably, unlike a pin's.
+            replace_atomic(DatasetLayout(folder).head_ref, pin.base.to_multibase().encode("ascii"))
             pins[spelled] = Pin("forked", pin.base)
     if pins:
         write_record(environment.root, record.with_pins(pins))
@@ -125,7 +128,12 @@ def _record_of(environment: Workspace) -> EnvironmentRecord:
 
 
 def _pin_production(production: Workspace, root: Path, names: Iterable[str] | None) -> dict[str, Pin]:
-    """Write ``refs/head`` in the environment for each production dataset (all when ``names`` is None)."""
+    """Pin each production dataset (all when ``names`` is None) at its head now.
+
+    The pin itself is the caller's record, written durably last; the ``refs/head`` written here only
+    lists the dataset in the environment (a pinned dataset's head is read from the record), so it is
+    written without an fsync each: pinning ten thousand datasets costs no ten thousand syncs.
+    """
     pins: dict[str, Pin] = {}
     for name in production.list_datasets() if names is None else names:
         head = read_head(DatasetLayout(production.datasets_dir / name).head_ref)
@@ -133,7 +141,6 @@ def _pin_production(production: Workspace, root: Path, names: Iterable[str] | No
             continue  # deleted meanwhile
         layout = DatasetLayout(root / "datasets" / name)
         layout.refs_dir.mkdir(parents=True, exist_ok=True)
-        write_durable(layout.head_ref.with_name("head.tmp-pin"), head.to_multibase().encode("ascii"))
-        layout.head_ref.with_name("head.tmp-pin").replace(layout.head_ref)
+        replace_atomic(layout.head_ref, head.to_multibase().encode("ascii"), durable=False)
         pins[name] = Pin("pinned", head)
     return pins

@@ -363,7 +363,14 @@ class Workspace:
                 "dataset and its downstream are computed in an environment"
             )
         production = production_root(self.root) / "datasets" / path.name
-        return Dataset(path.name, path, self._projections, read_areas=(production,), pinned=pinned)
+        return Dataset(
+            path.name,
+            path,
+            self._projections,
+            read_areas=(production,),
+            pinned=pinned,
+            pinned_head=pin.base if pinned is not None else None,
+        )
 
     def find_by_id(self, dataset_id: DatasetId) -> Dataset | None:
         """The dataset with this id, or None (read-only open, as ``open(recover=False)``).
