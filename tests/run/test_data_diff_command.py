@@ -87,7 +87,9 @@ def test_diff_refuses_bad_input_in_one_line(diffed, spark, monkeypatch) -> None:
     code, out = odfproj("diff", "cities")
     assert (
         code != 0
-        and out.strip().endswith("--since TIME (an RFC 3339 system time)")
+        and out.strip().endswith(
+            "--since TIME (an RFC 3339 system time) or --env NAME (an environment against production)"
+        )
         and "Traceback" not in out
     )
     code, out = odfproj("diff", "nowhere", "--since", "2000-01-01T00:00:00Z")
