@@ -15,8 +15,10 @@ the first data.
   rows carry their own, else the record is given the retracted row's); every
   ``-C`` immediately followed, within its key, by its ``+C``. The reference implementation appends
   such a batch unchecked; a broken changelog would make every reader's state wrong, so odfproj
-  refuses it, naming the record (its 1-based position in the batch, which for a line-per-record
-  format is its data line) and the key.
+  refuses it, naming the record and its key. Given the batch's :class:`RecordOrigin` (the ingest
+  passes one when the batch is the read files' records, no preprocess in between), a record is named
+  by its file and the line it starts on there (``data/log/3.csv line 3``); without one, by its
+  1-based position in the batch (``record 2``).
 * **UpsertStream** rows only carry new values: ``+A`` and ``+C`` are upserts, ``-R`` a deletion.
   The last row per key in the batch wins (intermediate updates fold away, as in the reference
   implementation), and the result is a Snapshot merge of those rows against the current state of
@@ -33,7 +35,8 @@ op). Both are deterministic whenever the batch is, as for Append.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import reduce
 from typing import TYPE_CHECKING
 
@@ -54,7 +57,7 @@ from odfproj.ingest.merge import (
 from odfproj.odf.data_schema import EVENT_TIME, OP, Op
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, Row
 
 _POS = _HELPER_PREFIX + "cdc_pos"
 _RAW = _HELPER_PREFIX + "cdc_raw"
@@ -63,23 +66,47 @@ _LIVE = _HELPER_PREFIX + "cdc_live"
 _RANK = _HELPER_PREFIX + "cdc_rank"
 #: How many refused records an error names (the first ones in the batch's order).
 _SHOWN = 3
+#: The column of a batch read from several files that holds each record's file (as the reader names it).
+RECORD_FILE = _HELPER_PREFIX + "record_file"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordOrigin:
+    """Where a batch's records come from, so that a refusal names a record by its file and line.
+
+    Used on refusal only: the happy path carries nothing for it when the batch is one file, and each
+    record's file name (:data:`RECORD_FILE`, set by the reader) when it is several.
+    """
+
+    #: ``(the record's file: its RECORD_FILE value, None for the one file; 1-based number of the record in
+    #: that file, in the file's order)`` -> how a message names it, such as ``data/log/3.csv line 3``.
+    locate: Callable[[str | None, int], str]
+    #: The batch's :data:`RECORD_FILE` column when it was read from several files; ``None``: one file.
+    file_column: str | None = None
 
 
 def merge_changelog_stream(
-    batch: DataFrame, state: DataFrame | None, primary_key: Sequence[str], *, compare_event_time: bool = True
+    batch: DataFrame,
+    state: DataFrame | None,
+    primary_key: Sequence[str],
+    *,
+    compare_event_time: bool = True,
+    origin: RecordOrigin | None = None,
 ) -> DataFrame:
     """ChangelogStream: ``batch``'s own records, checked against ``state`` key by key (module doc).
 
     ``compare_event_time=False`` when the rows' event time is not theirs (it came from the fetch step or
     the ingest's time, not from the data): a ``-R`` or ``-C`` then cannot carry the event time of the
     row it retracts, so it is not compared, and the record gets the retracted row's own, as the spec
-    wants a retraction to carry it.
+    wants a retraction to carry it. ``origin``: where the records come from, for a refusal's message.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    key = _check_key(primary_key, batch, "ChangelogStream")
-    rows = _with_decoded_ops(batch, "ChangelogStream", allowed=tuple(Op))
+    carried = _carried(batch, origin)
+    key = _check_key(primary_key, batch.drop(*carried), "ChangelogStream")
+    rows = _with_decoded_ops(batch, "ChangelogStream", allowed=tuple(Op), carried=carried)
+    batch = batch.drop(*carried)
     types = {c: t for c, t in batch.dtypes if c != OP}
     data = list(types)
     rows = in_one_partition(rows)
@@ -135,7 +162,7 @@ def merge_changelog_stream(
         )
     )
     checked = rows.withColumn(_PROBLEM, problem)
-    _refuse(checked, rows, key)
+    _refuse(checked, rows, key, origin)
     if not compare_event_time:
         retracted_time = F.when(asserting_old, previous_event_time).otherwise(column(EVENT_TIME))
         checked = checked.withColumn(EVENT_TIME, retracted_time)
@@ -144,20 +171,30 @@ def merge_changelog_stream(
 
 
 def merge_upsert_stream(
-    batch: DataFrame, state: DataFrame | None, primary_key: Sequence[str], *, compare_event_time: bool = False
+    batch: DataFrame,
+    state: DataFrame | None,
+    primary_key: Sequence[str],
+    *,
+    compare_event_time: bool = False,
+    origin: RecordOrigin | None = None,
 ) -> DataFrame:
-    """UpsertStream: the batch's last row per key, merged as a Snapshot of the keys it touches (module doc)."""
+    """UpsertStream: the batch's last row per key, merged as a Snapshot of the keys it touches (module doc).
+
+    ``origin``: where the records come from, for a refusal's message.
+    """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    key = _check_key(primary_key, batch, "UpsertStream")
+    carried = _carried(batch, origin)
+    key = _check_key(primary_key, batch.drop(*carried), "UpsertStream")
     if OP in batch.columns:
-        rows = _with_decoded_ops(batch, "UpsertStream", allowed=(Op.APPEND, Op.RETRACT, Op.CORRECT_TO))
-        _refuse(rows.withColumn(_PROBLEM, _unknown_op(rows, "UpsertStream")), rows, key)
+        allowed = (Op.APPEND, Op.RETRACT, Op.CORRECT_TO)
+        rows = _with_decoded_ops(batch, "UpsertStream", allowed=allowed, carried=carried)
+        _refuse(rows.withColumn(_PROBLEM, _unknown_op(rows, "UpsertStream")), rows, key, origin)
     else:
-        _check_batch(batch)
+        _check_batch(batch.drop(*carried))
         rows = batch.withColumn(OP, F.lit(int(Op.APPEND))).withColumn(_POS, F.monotonically_increasing_id())
-    data = [c for c in batch.columns if c != OP]
+    data = [c for c in batch.columns if c != OP and c not in carried]
     last_first = Window.partitionBy(*[column(k) for k in key]).orderBy(column(_POS).desc())
     latest = (
         in_one_partition(rows).withColumn(_RANK, F.row_number().over(last_first)).where(column(_RANK) == 1)
@@ -174,8 +211,20 @@ def merge_upsert_stream(
 # --- helpers -------------------------------------------------------------------------------------
 
 
-def _with_decoded_ops(batch: DataFrame, strategy: str, *, allowed: Sequence[Op]) -> DataFrame:
-    """``batch`` with ``op`` as an int (null where unknown or not ``allowed``), the raw value, and a position."""
+def _carried(batch: DataFrame, origin: RecordOrigin | None) -> tuple[str, ...]:
+    """The columns of ``batch`` that say where its records come from, not data (:class:`RecordOrigin`)."""
+    if origin is None or origin.file_column is None or origin.file_column not in batch.columns:
+        return ()
+    return (origin.file_column,)
+
+
+def _with_decoded_ops(
+    batch: DataFrame, strategy: str, *, allowed: Sequence[Op], carried: Sequence[str] = ()
+) -> DataFrame:
+    """``batch`` with ``op`` as an int (null where unknown or not ``allowed``), the raw value, and a position.
+
+    ``carried``: columns of ``batch`` that are not data (:func:`_carried`), kept for :func:`_refuse`.
+    """
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType
 
@@ -183,7 +232,7 @@ def _with_decoded_ops(batch: DataFrame, strategy: str, *, allowed: Sequence[Op])
         raise MergeError(
             f"the {strategy} merge strategy needs an {OP!r} column in the new data (its records' operation types)"
         )
-    _check_batch(batch.drop(OP))
+    _check_batch(batch.drop(OP, *carried))
     raw = column(OP).cast(StringType())
     by_text = {str(int(op)): int(op) for op in allowed} | {op.code: int(op) for op in allowed}
     decoded = reduce(
@@ -208,23 +257,40 @@ def _unknown_op(rows: DataFrame, strategy: str) -> Column:
     ).when(column(_RAW).isNull(), F.lit("a record without an op"))
 
 
-def _refuse(checked: DataFrame, rows: DataFrame, key: list[str]) -> None:
-    """Raise naming the first refused records (their position in the batch and their key), if any.
+def _refuse(checked: DataFrame, rows: DataFrame, key: list[str], origin: RecordOrigin | None) -> None:
+    """Raise naming the first refused records (where they are, :func:`_where`, and their key), if any.
 
     One job over the batch finds them; only on refusal do a few more count each one's position.
     """
-    from pyspark.sql import functions as F
-
     bad = checked.where(column(_PROBLEM).isNotNull()).orderBy(column(_POS)).limit(_SHOWN).collect()
     if not bad:
         return
     total = checked.where(column(_PROBLEM).isNotNull()).count() if len(bad) == _SHOWN else len(bad)
-    described = []
-    for row in bad:
-        position = rows.where(column(_POS) < F.lit(row[_POS])).count() + 1
-        described.append(f"record {position} ({_describe_key(row, key)}): {row[_PROBLEM]}")
+    described = [f"{_where(row, rows, origin)} ({_describe_key(row, key)}): {row[_PROBLEM]}" for row in bad]
     more = f" (and {total - len(bad)} more)" if total > len(bad) else ""
     raise MergeError(f"refused the new data: {'; '.join(described)}{more}")
+
+
+def _where(row: Row, rows: DataFrame, origin: RecordOrigin | None) -> str:
+    """How a refusal names the record ``row`` of ``rows``: by its file and line when ``origin`` says them.
+
+    Within one file the batch's order (``_POS``, the scan's partitions in order) is the file's, so a
+    record's number in its file is one more than the records of that file before it; the origin turns
+    it into a line. Without an origin, or a record whose file the reader could not tell, its position
+    in the batch.
+    """
+    from pyspark.sql import functions as F
+
+    before = column(_POS) < F.lit(row[_POS])
+    file_column = origin.file_column if origin is not None else None
+    if origin is None or (
+        file_column is not None and (file_column not in rows.columns or row[file_column] is None)
+    ):
+        return f"record {rows.where(before).count() + 1}"
+    if file_column is None:
+        return origin.locate(None, rows.where(before).count() + 1)
+    name = str(row[file_column])
+    return origin.locate(name, rows.where(before & (column(file_column) == F.lit(name))).count() + 1)
 
 
 def _code(op: Column) -> Column:
@@ -233,4 +299,4 @@ def _code(op: Column) -> Column:
     return F.element_at(F.array(*[F.lit(o.code) for o in Op]), op + 1)
 
 
-__all__ = ["merge_changelog_stream", "merge_upsert_stream"]
+__all__ = ["RECORD_FILE", "RecordOrigin", "merge_changelog_stream", "merge_upsert_stream"]

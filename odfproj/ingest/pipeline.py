@@ -71,11 +71,13 @@ from odfproj.engine.slices import Numbered, WrittenSlice, nullable, number_rows,
 from odfproj.engine.spark import SMALL_WORK_RECORDS, SparkEngine, describe_spark_error, is_spark_error
 from odfproj.engine.types import arrow_schema_from_spark, spark_type_from_arrow
 from odfproj.errors import EngineError, OdfprojError
+from odfproj.ingest.cdc import RECORD_FILE, RecordOrigin
 from odfproj.ingest.errors import IngestError, UnsupportedSourceError, source_label
 from odfproj.ingest.fetch import POLLING_SOURCE_NAME, FetchedItem, fetch, ingested_glob_files
 from odfproj.ingest.merge import check_unique_keys, ledger_in_batch_order, sorted_keys_repeat
 from odfproj.ingest.prepare import prepare
-from odfproj.ingest.read import ReadError, describe_bad_rows, read_files
+from odfproj.ingest.read import ReadError, describe_bad_rows, file_of_uri, read_files
+from odfproj.ingest.record_lines import record_line
 from odfproj.ingest.scratch import scratch_folder
 from odfproj.ingest.strategies import merge
 from odfproj.odf import model
@@ -112,6 +114,7 @@ __all__ = [
     "ingest_polling",
     "materialize_read",
     "preprocess_batch",
+    "record_origin",
     "small_ingest",
 ]
 
@@ -286,6 +289,7 @@ def _ingest_item(
                     work_dir=work,
                     paths=paths,
                     scanned=source.preprocess is None,
+                    origin=record_origin(source, [prepared.path], [item.display_name]),
                 )
     finally:
         if prepared.temporary:
@@ -335,6 +339,38 @@ def materialize_read(strategy: model.MergeStrategy) -> bool:
     return not isinstance(strategy, model.MergeStrategyAppend | model.MergeStrategyLedger)
 
 
+def record_origin(
+    source: model.SetPollingSource | model.AddPushSource, files: Sequence[Path], names: Sequence[str]
+) -> RecordOrigin | None:
+    """Where the records of a batch read from ``files`` (shown as ``names``) come from, for a CDC merge's
+    refusal to name a record by its file and line (:class:`~odfproj.ingest.cdc.RecordOrigin`).
+
+    ``None`` where the batch's records are not the files' (a preprocess query made them) or the merge
+    refuses no record. Read several files with ``file_column=``:func:`origin_column` so the merge can
+    tell each record's file. The lines are found only when a refusal asks.
+    """
+    if source.preprocess is not None or not isinstance(source.merge, _CDC_STRATEGIES):
+        return None
+    read = source.read
+    local = [os.path.normpath(Path(f).absolute()) for f in files]
+    shown = dict(zip(local, names, strict=True))
+
+    def locate(file: str | None, number: int) -> str:
+        path = local[0] if file is None else file_of_uri(file)
+        if path not in shown:
+            return f"record {number} of {file}"
+        line = record_line(read, path, number) if Path(path).is_file() else None
+        return f"{shown[path]} line {line}" if line is not None else f"{shown[path]} record {number}"
+
+    return RecordOrigin(locate, RECORD_FILE if len(local) > 1 else None)
+
+
+def origin_column(source: model.SetPollingSource | model.AddPushSource, files: Sequence[Path]) -> str | None:
+    """The column a read of ``files`` for ``source`` gives each record's file in (:func:`record_origin`)."""
+    origin = record_origin(source, files, [str(f) for f in files])
+    return origin.file_column if origin is not None else None
+
+
 def preprocess_batch(
     engine: SparkEngine, batch: DataFrame, preprocess: model.Transform | None, where: str
 ) -> DataFrame:
@@ -364,6 +400,7 @@ def commit_batch(
     work_dir: Path,
     paths: Mapping[str, str] | None = None,
     scanned: bool = False,
+    origin: RecordOrigin | None = None,
 ) -> CommittedItem | None:
     """Merge ``batch`` (read and preprocessed) into ``dataset`` and commit it; ``None`` if nothing changed.
 
@@ -372,6 +409,7 @@ def commit_batch(
     local (temporary) file paths to the names to show instead, for errors of a lazily read batch.
     ``scanned``: ``batch`` is the read phase's file scan itself (no preprocess), so every computation
     of it gives the same rows in the same order and records kept in its order need no checkpoint.
+    ``origin``: where the batch's records come from (:func:`record_origin`), for a CDC merge's refusal.
     """
     from pyspark.sql import functions as F
 
@@ -424,6 +462,7 @@ def commit_batch(
                 compare_event_time=from_data,
                 state=state,
                 check_unique=not first_snapshot,
+                origin=origin,
             )
         final, new_schema = _fit_schema(_new_data_schema(records, vocab), projection.arrow_schema, where)
         first = next_offset(projection)

@@ -27,7 +27,9 @@ from odfproj.ingest.pipeline import (
     commit_batch,
     errors_named,
     materialize_read,
+    origin_column,
     preprocess_batch,
+    record_origin,
     small_ingest,
 )
 from odfproj.ingest.read import read_files
@@ -89,7 +91,11 @@ def ingest_push(
         with engine.small_work(small_ingest(dataset, [Path(f) for f in files])):
             with errors_named(where, paths):
                 batch = read_files(
-                    engine.session, source.read, list(files), materialize=materialize_read(source.merge)
+                    engine.session,
+                    source.read,
+                    list(files),
+                    materialize=materialize_read(source.merge),
+                    file_column=origin_column(source, list(files)),
                 )
                 batch = preprocess_batch(engine, batch, source.preprocess, where)
             done: CommittedItem | None = commit_batch(
@@ -104,6 +110,7 @@ def ingest_push(
                 system_time=system_time,
                 work_dir=work,
                 paths=paths,
+                origin=record_origin(source, list(files), names),
             )
     finally:
         if own_work:

@@ -49,6 +49,7 @@ import codecs
 import fnmatch
 import io
 import json
+import os
 import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -105,11 +106,16 @@ def read_files(
     paths: Sequence[str | Path],
     *,
     materialize: bool = True,
+    file_column: str | None = None,
 ) -> DataFrame:
     """Read local ``paths`` (all in the same format) as ``read`` describes.
 
     With ``materialize`` (the default) the data is parsed now, so every format and type error surfaces
     here as a ``ReadError``; without it the DataFrame is lazy and errors appear at the first action.
+    ``file_column``: for a read of several files, a column of that name holds each record's file as
+    Spark names it (``input_file_name()``, a ``file:`` URI; :func:`file_of_uri` turns it back into the
+    path; empty where the reader cannot tell). Read by a refusal only; never give it to a read that a
+    preprocess query reads (a preprocess query must not depend on the file Spark read).
     """
     files = [str(Path(p).absolute()) for p in paths]  # a warm session's JVM may not share our working folder
     for f in files:
@@ -134,6 +140,8 @@ def read_files(
         df = reader(spark, read, files, declared) if files else None
         if df is None:
             df = _empty(spark, declared, what)
+        if file_column is not None and len(files) > 1:
+            df = df.withColumn(file_column, _input_file_name())
         if materialize:
             df = df.localCheckpoint(eager=True)
     if declared is None and not df.columns:
@@ -141,6 +149,19 @@ def read_files(
             f"{what} holds no data and the read step declares no schema, so its columns are unknown"
         )
     return df
+
+
+def _input_file_name() -> Column:
+    from pyspark.sql import functions as F
+
+    return F.input_file_name()
+
+
+def file_of_uri(uri: str) -> str:
+    """The local path a ``file_column`` value (:func:`read_files`) names, normalised as ``os.path.normpath``."""
+    from urllib.parse import unquote, urlsplit
+
+    return os.path.normpath(unquote(urlsplit(uri).path)) if uri else ""
 
 
 def _describe(files: Sequence[str]) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from odfproj.ingest.cdc import merge_changelog_stream, merge_upsert_stream
+from odfproj.ingest.cdc import RecordOrigin, merge_changelog_stream, merge_upsert_stream
 from odfproj.ingest.merge import MergeError, _check_history_has, merge_append, merge_ledger, merge_snapshot
 from odfproj.odf import model
 from odfproj.state.projections import current_state
@@ -29,11 +29,13 @@ def merge(
     compare_event_time: bool = False,
     state: DataFrame | None = None,
     check_unique: bool = True,
+    origin: RecordOrigin | None = None,
 ) -> DataFrame:
     """The records ``strategy`` appends for ``batch`` given ``history`` (the contract: :mod:`odfproj.ingest.merge`).
 
     ``state``: the current state, when the caller has it (used by Snapshot instead of ``history``).
     ``check_unique``: whether a first Snapshot checks its keys itself (:func:`~odfproj.ingest.merge.merge_snapshot`).
+    ``origin``: where the batch's records come from, for the CDC merges' refusals (:class:`~odfproj.ingest.cdc.RecordOrigin`).
     """
     match strategy:
         case model.MergeStrategyAppend():
@@ -56,6 +58,7 @@ def merge(
                 _state_of(state, history, primary_key),
                 primary_key,
                 compare_event_time=compare_event_time,
+                origin=origin,
             )
         case model.MergeStrategyUpsertStream(primary_key=primary_key):
             return merge_upsert_stream(
@@ -63,6 +66,7 @@ def merge(
                 _state_of(state, history, primary_key),
                 primary_key,
                 compare_event_time=compare_event_time,
+                origin=origin,
             )
         case _:
             raise MergeError(f"merge strategy {type(strategy).__name__} is not supported yet")
