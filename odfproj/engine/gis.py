@@ -20,7 +20,12 @@ Geometry is written as kamu writes it: its Spark engine writes Sedona's geometry
 which stores the type's SQL representation, ``binary``, holding Sedona's serialised geometry (a
 header byte of type and dimensions, the SRID, the coordinates as little-endian doubles). A query's
 geometry columns leave :func:`plain_geometry` as that very ``binary``, so that odfproj's Python side
-(schemas, Arrow) never meets Sedona's Python-only type class.
+(schemas, Arrow) never meets Sedona's Python-only type class, marked as geometry
+(``odf.data_schema.GEOMETRY_ATTRIBUTE``, Spark field metadata): the mark goes into the dataset's
+schema, and comes back as Spark field metadata on every frame read under that schema. A GIS query
+sees the marked columns of its views as geometry again (:func:`geometry_views`): Sedona's geometry
+type holds exactly that ``binary``, so they are relabelled, not converted. A query without GIS
+functions sees the ``binary``, and Sedona is not loaded for it.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from odfproj.engine.packages import (
 )
 from odfproj.engine.sql_policy import GIS_FUNCTION_NAMES, is_gis_name, unknown_gis_function
 from odfproj.odf import model
+from odfproj.odf.data_schema import GEOMETRY_ATTRIBUTE, GEOMETRY_ENCODING
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -52,7 +58,9 @@ __all__ = [
     "GEOMETRY_COLUMN",
     "compat_jar",
     "ensure_gis",
+    "geometry_columns",
     "geometry_from_geojson",
+    "geometry_views",
     "gis_functions_in",
     "gis_refusals",
     "plain_geometry",
@@ -226,10 +234,23 @@ def _load(session: SparkSession) -> dict[str, Any]:
 # --- geometry in and out --------------------------------------------------------------------------------
 
 
+#: Sedona's geometry type (a Scala object, the type's one instance).
+_GEOMETRY_UDT = "org.apache.spark.sql.sedona_sql.UDT.GeometryUDT"
+
+
+def _is_geometry_udt(data_type: dict[str, Any]) -> bool:
+    return str(data_type.get("class", "")).removesuffix("$") == _GEOMETRY_UDT
+
+
 def _plain(data_type: Any) -> Any:
-    """A Spark schema (as JSON) with every user-defined type replaced by its SQL type."""
+    """A Spark schema (as JSON) with every user-defined type replaced by its SQL type; a field of Sedona's
+    geometry type becomes a ``binary`` field marked as geometry (``GEOMETRY_ATTRIBUTE``)."""
     if isinstance(data_type, dict):
-        if data_type.get("type") == "udt":
+        inner = data_type.get("type")
+        if isinstance(inner, dict) and inner.get("type") == "udt" and _is_geometry_udt(inner):
+            metadata = {**data_type.get("metadata", {}), GEOMETRY_ATTRIBUTE: GEOMETRY_ENCODING}
+            return {**data_type, "type": _plain(inner["sqlType"]), "metadata": metadata}
+        if inner == "udt":
             return _plain(data_type["sqlType"])
         return {key: _plain(value) for key, value in data_type.items()}
     if isinstance(data_type, list):
@@ -255,6 +276,52 @@ def plain_geometry(frame: DataFrame) -> DataFrame:
     jsession = frame.sparkSession._jsparkSession  # type: ignore[attr-defined]
     relabelled = jsession.internalCreateDataFrame(jdf.queryExecution().toRdd(), schema, False)
     return DataFrame(relabelled, frame.sparkSession)
+
+
+def geometry_columns(frame: DataFrame) -> list[str]:
+    """The top-level ``binary`` columns of ``frame`` marked as geometry (``GEOMETRY_ATTRIBUTE``), in order.
+
+    Read from the JVM's schema, so a frame that already holds Sedona's type (not marked) is no trouble.
+    """
+    schema = json.loads(str(frame._jdf.schema().json()))  # type: ignore[attr-defined]
+    return [
+        field["name"]
+        for field in schema["fields"]
+        if field["type"] == "binary"
+        and field.get("metadata", {}).get(GEOMETRY_ATTRIBUTE) == GEOMETRY_ENCODING
+    ]
+
+
+def geometry_views(frame: DataFrame) -> DataFrame:
+    """``frame`` with its marked geometry columns (:func:`geometry_columns`) of Sedona's geometry type.
+
+    A relabelling: Spark holds a user-defined type's values in their SQL representation, and Sedona's
+    geometry type's is the very ``binary`` stored, so no value is read or converted (:func:`plain_geometry`
+    is the way back). ``frame`` itself when it has no such column; :func:`ensure_gis` must have run in its
+    session. The result is a scan of ``frame``'s rows, like :func:`plain_geometry`'s.
+    """
+    from pyspark.sql import DataFrame
+
+    columns = set(geometry_columns(frame))
+    if not columns:
+        return frame
+    session = frame.sparkSession
+    jvm = session._jvm  # type: ignore[attr-defined]
+    jsession = session._jsparkSession  # type: ignore[attr-defined]
+    classes = jsession.sharedState().jarClassLoader()
+    udt = jvm.java.lang.Class.forName(_GEOMETRY_UDT, True, classes).getConstructor(None).newInstance(None)
+    jdf = frame._jdf  # type: ignore[attr-defined]
+    fields = jdf.schema().fields()
+    typed = session.sparkContext._gateway.new_array(jvm.org.apache.spark.sql.types.StructField, len(fields))
+    for i, field in enumerate(fields):
+        if field.name() in columns:
+            field = jvm.org.apache.spark.sql.types.StructField(
+                field.name(), udt, field.nullable(), field.metadata()
+            )
+        typed[i] = field
+    schema = jvm.org.apache.spark.sql.types.StructType(typed)
+    relabelled = jsession.internalCreateDataFrame(jdf.queryExecution().toRdd(), schema, False)
+    return DataFrame(relabelled, session)
 
 
 def geometry_from_geojson(frame: DataFrame, column: str) -> DataFrame:

@@ -62,6 +62,7 @@ from odfproj.engine.gis import (
     GEOMETRY_COLUMN,
     ensure_gis,
     geometry_from_geojson,
+    geometry_views,
     gis_functions_in,
     plain_geometry,
 )
@@ -430,6 +431,11 @@ class QueryScope:
         self._ansi_changed = True
         steps = _steps(to_spark(transform))
         gis = is_spark(transform) and _with_gis(self.session, [step.query for step in steps])
+        if gis:  # the views' stored geometry columns, as Sedona's geometry (engine.gis)
+            for name, frame in list(self._views.items()):
+                typed = geometry_views(frame)
+                if typed is not frame:
+                    self.register(name, typed)
         key = self._check_key(steps, ansi)
         checked = key in _CHECKED
         parser = self.session._jsparkSession.sessionState().sqlParser()
@@ -486,7 +492,7 @@ def _schema_json(frame: DataFrame) -> str:
 
     try:
         return frame.schema.json()
-    except PySparkValueError:
+    except (PySparkValueError, ImportError):  # ImportError: a UDT's Python class names a missing module
         return str(frame._jdf.schema().json())  # type: ignore[attr-defined]
 
 

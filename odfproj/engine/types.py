@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from odfproj.errors import EngineError
 from odfproj.odf import data_schema
+from odfproj.odf.data_schema import GEOMETRY_ATTRIBUTE, GEOMETRY_ENCODING, geometry_field, is_geometry_field
 from odfproj.odf.ddl import parse_ddl_schema
 
 if TYPE_CHECKING:
@@ -82,9 +83,12 @@ def spark_type_from_arrow(data_type: pa.DataType) -> T.DataType:
 
 
 def spark_field_from_arrow(field: pa.Field) -> T.StructField:
+    """The Spark field of ``field``; a geometry column keeps its mark (``odf.data_schema.GEOMETRY_ATTRIBUTE``)
+    as Spark field metadata, which ``engine.gis`` reads to expose it to a GIS query as geometry."""
     from pyspark.sql import types as T
 
-    return T.StructField(field.name, spark_type_from_arrow(field.type), field.nullable)
+    metadata = {GEOMETRY_ATTRIBUTE: GEOMETRY_ENCODING} if is_geometry_field(field) else None
+    return T.StructField(field.name, spark_type_from_arrow(field.type), field.nullable, metadata)
 
 
 def spark_schema_from_arrow(schema: pa.Schema) -> T.StructType:
@@ -145,9 +149,13 @@ def arrow_type_from_spark(data_type: T.DataType, *, timestamp_unit: str = "ms") 
 
 
 def arrow_field_from_spark(field: T.StructField, *, timestamp_unit: str = "ms") -> pa.Field:
-    return pa.field(
+    """The Arrow field of ``field``; a geometry column's mark in its Spark field metadata is kept."""
+    arrow = pa.field(
         field.name, arrow_type_from_spark(field.dataType, timestamp_unit=timestamp_unit), field.nullable
     )
+    if (field.metadata or {}).get(GEOMETRY_ATTRIBUTE) == GEOMETRY_ENCODING and pa.types.is_binary(arrow.type):
+        return geometry_field(arrow)
+    return arrow
 
 
 def arrow_schema_from_spark(

@@ -34,6 +34,29 @@ OFFSET_TYPE = pa.int64()
 OP_TYPE = pa.int32()
 TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
 
+#: The mark of a ``binary`` column that holds geometry as kamu's Spark engine writes it (Apache Sedona's
+#: serialised geometry, ``engine.gis``): the key and value of the column's Arrow field metadata, of its
+#: ``extra`` attributes in an ODF schema (``odf.odf_schema``) and of its Spark field metadata. Without it
+#: a ``binary`` column is bytes: which columns are geometry is never guessed from their values.
+GEOMETRY_ATTRIBUTE = "odfproj.dev/geometry"
+GEOMETRY_ENCODING = "sedona"
+
+
+def is_geometry_field(field: pa.Field) -> bool:
+    """Whether ``field`` is a geometry column (:data:`GEOMETRY_ATTRIBUTE`)."""
+    metadata = field.metadata or {}
+    return (
+        pa.types.is_binary(field.type)
+        and metadata.get(GEOMETRY_ATTRIBUTE.encode()) == GEOMETRY_ENCODING.encode()
+    )
+
+
+def geometry_field(field: pa.Field) -> pa.Field:
+    """``field`` marked as a geometry column (:data:`GEOMETRY_ATTRIBUTE`)."""
+    metadata = dict(field.metadata or {})
+    metadata[GEOMETRY_ATTRIBUTE.encode()] = GEOMETRY_ENCODING.encode()
+    return field.with_metadata(metadata)
+
 
 class Op(enum.IntEnum):
     """Operation type of a record (spec: Representation of Retractions and Corrections)."""

@@ -10,7 +10,9 @@ written by either side means the same Arrow schema to both:
   commits, and so does :func:`data_schema_from_arrow`): ``string`` and ``large_string`` are both
   ``String``, read back as ``string`` unless the field's ``arrow.apache.org/bufferEncoding`` extra
   attribute says otherwise; ``Timestamp`` keeps its unit and zone (default ``ms``, ``UTC``);
-- list items are named ``item`` and map entries ``key``/``value``, as Arrow names them.
+- list items are named ``item`` and map entries ``key``/``value``, as Arrow names them;
+- a geometry column (``binary`` marked by :data:`~odfproj.odf.data_schema.GEOMETRY_ATTRIBUTE` in its
+  Arrow field metadata) carries that mark as an ``extra`` attribute, and back.
 
 :func:`arrow_schema_bytes` is the one place a chain's reader gets the Arrow schema of a
 ``SetDataSchema``, whichever form the block carries.
@@ -26,6 +28,7 @@ import pyarrow as pa
 from odfproj.errors import SerializationError
 from odfproj.odf import model
 from odfproj.odf.arrow_schema import decode_arrow_schema, encode_arrow_schema
+from odfproj.odf.data_schema import GEOMETRY_ATTRIBUTE, GEOMETRY_ENCODING, geometry_field, is_geometry_field
 
 _UNITS = {
     model.TimeUnit.Second: "s",
@@ -78,7 +81,11 @@ def data_schema_from_arrow(schema: pa.Schema) -> model.DataSchema:
 
 
 def _field_from_arrow(field: pa.Field) -> model.DataField:
-    return model.DataField(name=field.name, type=_type_from_arrow(field.type, field.nullable, field.name))
+    data_type = _type_from_arrow(field.type, field.nullable, field.name)
+    if not is_geometry_field(field):
+        return model.DataField(name=field.name, type=data_type)
+    extra = model.ExtraAttributes(entries=json.dumps({GEOMETRY_ATTRIBUTE: GEOMETRY_ENCODING}))
+    return model.DataField(name=field.name, type=data_type, extra=extra)
 
 
 def _type_from_arrow(t: pa.DataType, nullable: bool, name: str) -> Any:
@@ -128,7 +135,10 @@ def data_schema_to_arrow(schema: model.DataSchema) -> pa.Schema:
 def _field_to_arrow(field: model.DataField) -> pa.Field:
     encoding = _encoding(field)
     data_type, nullable = _type_to_arrow(field.type, encoding, field.name)
-    return pa.field(field.name, data_type, nullable=nullable)
+    arrow = pa.field(field.name, data_type, nullable=nullable)
+    if encoding.get(GEOMETRY_ATTRIBUTE) == GEOMETRY_ENCODING and pa.types.is_binary(data_type):
+        return geometry_field(arrow)
+    return arrow
 
 
 def _encoding(field: model.DataField) -> dict[str, Any]:
@@ -140,7 +150,9 @@ def _encoding(field: model.DataField) -> dict[str, Any]:
         raise SerializationError(f"column {field.name!r}: extra attributes are not JSON: {e}") from None
     if not isinstance(attributes, dict):
         raise SerializationError(f"column {field.name!r}: extra attributes are not a JSON object")
-    return {k: v for k, v in attributes.items() if k.startswith("arrow.apache.org/")}
+    return {
+        k: v for k, v in attributes.items() if k.startswith("arrow.apache.org/") or k == GEOMETRY_ATTRIBUTE
+    }
 
 
 def _type_to_arrow(t: Any, encoding: dict[str, Any], name: str) -> tuple[pa.DataType, bool]:
