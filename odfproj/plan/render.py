@@ -330,7 +330,7 @@ def _refusals_md(
     full = [
         f"> - `{s.dataset}` ({_md_code(s.manifest)}): {_md_escape(_one_line(reason))}"
         for s in refused
-        for reason in s.reasons
+        for reason in s.reasons or ("refused",)  # named even when no reason was given
     ]
     if _Page.size(full) <= page.left // 2:
         return [*lines, *full, ""]

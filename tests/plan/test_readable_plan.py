@@ -452,6 +452,14 @@ def plans(draw: st.DrawFn) -> Plan:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(plan=plans(), limit=st.integers(6_000, GITHUB_COMMENT_LIMIT))
+@example(  # found by CI: a refused dataset without a reason is still named
+    plan=Plan(
+        project="p",
+        workspace="/w",
+        steps=(AppendDefinitions("org.example.d191", Action.REFUSED, None, "Root"),),
+    ),
+    limit=6_000,
+)
 @example(  # found by CI: a manifest path that reads as a closing tag stays text inside its code span
     plan=Plan(
         project="p",
