@@ -27,7 +27,7 @@ from odfproj.odf.multiformats import Multihash
 from odfproj.remote.errors import RemoteError
 from odfproj.remote.store import ObjectStore
 from odfproj.storage.env_record import RECORD_FILE, EnvironmentRecord, PreviewEnvironmentError
-from odfproj.storage.fsutil import remove_tree
+from odfproj.storage.fsutil import remove_tree, replace_atomic
 from odfproj.storage.hashing import PHYSICAL_HASH_CODEC, physical_hasher
 from odfproj.workspace_paths import ENVS_DIR, check_environment_name
 
@@ -170,7 +170,6 @@ def _download_checked(remote: ObjectStore, key: str, target: Path) -> None:
 
 
 def _write(path: Path, data: bytes) -> None:
+    """A head or the record, as the store has it: a cache, so replaced without an fsync."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    staged = path.with_name(f".{path.name}.download")
-    staged.write_bytes(data)
-    staged.replace(path)
+    replace_atomic(path, data, durable=False)

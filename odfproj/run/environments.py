@@ -24,7 +24,13 @@ from odfproj.storage.env_record import (
     list_environments,
     read_record,
 )
-from odfproj.storage.environment import create_environment, destroy_environment, fork, refresh_environment
+from odfproj.storage.environment import (
+    create_environment,
+    destroy_environment,
+    fork,
+    inputs_among,
+    refresh_environment,
+)
 from odfproj.storage.publish import PublishOutcome, publish_environment
 from odfproj.storage.workspace import Workspace
 from odfproj.workspace_paths import environment_root
@@ -101,18 +107,9 @@ def fork_changed(workspace: Workspace, changed: Iterable[str]) -> tuple[str, ...
     if not wanted:
         return ()
     readers: dict[str, set[str]] = {}
-    names_by_id = {}
-    inputs_of: dict[str, list[str]] = {}
-    for name in workspace.list_datasets():
-        projection = workspace.open(name, recover=False).projection()
-        names_by_id[projection.dataset_id.as_did_str()] = name
-        transform = projection.set_transform
-        inputs_of[name] = [i.dataset_ref for i in transform.inputs] if transform is not None else []
-    for name, refs in inputs_of.items():
-        for ref in refs:
-            upstream = names_by_id.get(ref)
-            if upstream is not None:
-                readers.setdefault(upstream.lower(), set()).add(name)
+    for name, inputs in inputs_among(workspace, workspace.list_datasets()).items():
+        for upstream in inputs:
+            readers.setdefault(upstream.lower(), set()).add(name)
     closure: set[str] = set()
     frontier = [n for n in workspace.list_datasets() if n.lower() in wanted]
     while frontier:

@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from odfproj.errors import InvalidValueError
+from odfproj.odf.identity import DatasetId
 from odfproj.storage.env_record import (
     RECORD_FILE,
     EnvironmentRecord,
@@ -24,7 +26,7 @@ from odfproj.storage.layout import DATASET_DIRS, DatasetLayout
 from odfproj.storage.workspace import Workspace
 from odfproj.workspace_paths import environment_root
 
-__all__ = ["create_environment", "destroy_environment", "fork", "refresh_environment"]
+__all__ = ["create_environment", "destroy_environment", "fork", "inputs_among", "refresh_environment"]
 
 
 def create_environment(production: Workspace, name: str, *, now: datetime | None = None) -> EnvironmentRecord:
@@ -118,6 +120,30 @@ def fork(environment: Workspace, names: Iterable[str]) -> tuple[str, ...]:
     if pins:
         write_record(environment.root, record.with_pins(pins))
     return tuple(sorted(pins))
+
+
+def inputs_among(workspace: Workspace, names: Iterable[str]) -> dict[str, list[str]]:
+    """Each of ``names`` with the inputs its chain's SetTransform names that are among ``names`` too.
+
+    Read from the chains (inputs are recorded by id), so it holds for an environment's datasets
+    whatever the manifests now say: publish orders by it, and a fork reaches downstream by it.
+    """
+    chosen = list(names)
+    projections = {name: workspace.open(name, recover=False).projection() for name in chosen}
+    by_id = {projection.dataset_id: name for name, projection in projections.items()}
+    inputs: dict[str, list[str]] = {}
+    for name, projection in projections.items():
+        transform = projection.set_transform
+        refs = [item.dataset_ref for item in transform.inputs] if transform is not None else []
+        inputs[name] = []
+        for ref in refs:
+            try:
+                upstream = by_id.get(DatasetId.from_did_str(ref))
+            except InvalidValueError:
+                continue  # a name, not an id: a chain records ids
+            if upstream is not None:
+                inputs[name].append(upstream)
+    return inputs
 
 
 def _record_of(environment: Workspace) -> EnvironmentRecord:

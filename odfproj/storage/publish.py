@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from odfproj.errors import InvalidValueError
 from odfproj.odf import model
 from odfproj.odf.identity import DatasetId, DatasetKeyPair
 from odfproj.odf.multiformats import Multihash
 from odfproj.storage.commit import Transaction
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.env_record import Pin, PreviewEnvironmentError, write_record
+from odfproj.storage.environment import inputs_among
 from odfproj.storage.errors import DatasetNotFoundError
 from odfproj.storage.projection import DATA_EVENTS
 from odfproj.storage.workspace import Workspace
@@ -136,7 +136,7 @@ def _publish_one(
         status: Status = "created"
     else:
         status = "published"
-    objects = _own_objects(source, newer)
+    objects = _own_objects(source, newer, target)
     with target.lock(purpose="odfproj publish", timeout=30.0):
         target._recover_locked()
         current = target.head()
@@ -144,9 +144,8 @@ def _publish_one(
             moved = current.to_multibase() if current is not None else "(no head)"
             return refuse(f"production's head moved since the fork ({moved}): refresh the environment")
         with Transaction(target.layout) as tx:
-            for kind, object_hash, path in objects:
-                destination = _destination(target, kind, object_hash)
-                tx.publish_as(tx.stage_link(path, f"{kind}-{object_hash.to_multibase()}"), destination)
+            for index, (path, destination) in enumerate(objects):
+                tx.publish_as(tx.stage_link(path, f"{index}-{destination.parent.name}"), destination)
             tx.commit(old_head=fork_point, new_head=head)
     _mark_published(environment, name, head)
     return PublishOutcome(name, status, head, blocks=len(newer), objects=len(objects))
@@ -189,51 +188,29 @@ def _input_problem(
 
 
 def _own_objects(
-    source: Dataset, newer: list[tuple[Multihash, model.MetadataBlock]]
-) -> list[tuple[str, Multihash, Path]]:
-    """The objects of the new blocks that lie in the environment's folder, data before the blocks."""
-    objects: list[tuple[str, Multihash, Path]] = []
-    blocks = []
+    source: Dataset, newer: list[tuple[Multihash, model.MetadataBlock]], target: Dataset
+) -> list[tuple[Path, Path]]:
+    """(where it is, where it goes in ``target``) of each object of the new blocks that lies in the
+    environment's folder: data and checkpoints before the blocks, blocks oldest first."""
+    found, own = source.objects, source.objects.is_own
+    files: list[tuple[Path, Path]] = []
+    blocks: list[tuple[Path, Path]] = []
     for block_hash, block in newer:
         event = block.event
         if isinstance(event, DATA_EVENTS):
-            for kind, described in (("data", event.new_data), ("checkpoint", event.new_checkpoint)):
-                if described is None:
-                    continue
-                locate = source.objects.data_path if kind == "data" else source.objects.checkpoint_path
-                path = locate(described.physical_hash)
-                if source.objects.is_own(path):
-                    objects.append((kind, described.physical_hash, path))
-        path = source.objects.block_path(block_hash)
-        if source.objects.is_own(path):
-            blocks.append(("block", block_hash, path))
-    return objects + blocks  # blocks oldest first, after everything they reference
-
-
-def _destination(target: Dataset, kind: str, object_hash: Multihash) -> Path:
-    layout = target.layout
-    if kind == "data":
-        return layout.data_path(object_hash)
-    if kind == "checkpoint":
-        return layout.checkpoint_path(object_hash)
-    return layout.block_path(object_hash)
+            if event.new_data is not None and own(path := found.data_path(event.new_data.physical_hash)):
+                files.append((path, target.layout.data_path(event.new_data.physical_hash)))
+            checkpoint = event.new_checkpoint
+            if checkpoint is not None and own(path := found.checkpoint_path(checkpoint.physical_hash)):
+                files.append((path, target.layout.checkpoint_path(checkpoint.physical_hash)))
+        if own(path := found.block_path(block_hash)):
+            blocks.append((path, target.layout.block_path(block_hash)))
+    return files + blocks
 
 
 def _inputs_first(environment: Workspace, names: Sequence[str]) -> list[str]:
     """``names`` ordered so that each dataset comes after the inputs its chain names."""
-    by_id = {environment.open(n, recover=False).dataset_id: n for n in names}
     sorter: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter()
-    for name in sorted(names):
-        projection = environment.open(name, recover=False).projection()
-        upstream = [by_id[i] for i in projection.inputs if i in by_id]
-        transform = projection.set_transform
-        if transform is not None:
-            for item in transform.inputs:
-                try:
-                    upstream_id = DatasetId.from_did_str(item.dataset_ref)
-                except InvalidValueError:
-                    continue  # a name, not an id: the chain always records ids
-                if upstream_id in by_id:
-                    upstream.append(by_id[upstream_id])
-        sorter.add(name, *upstream)
+    for name, inputs in sorted(inputs_among(environment, names).items()):
+        sorter.add(name, *inputs)
     return list(sorter.static_order())
