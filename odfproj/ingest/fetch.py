@@ -77,6 +77,7 @@ from odfproj.odf.timestamps import format_rfc3339, parse_rfc3339
 
 if TYPE_CHECKING:  # imported by an HTTP fetch only: listing a FilesGlob (plan, a no-op run) needs no httpx
     from odfproj.ingest.http import HttpSettings
+    from odfproj.storage.dataset import Dataset
 
 __all__ = [
     "KIND_ETAG",
@@ -88,6 +89,7 @@ __all__ = [
     "expand_env_templates",
     "fetch",
     "find_container_runtime",
+    "glob_history",
     "ingested_glob_files",
     "nothing_new",
 ]
@@ -539,6 +541,21 @@ def ingested_glob_files(source_states: Iterable[model.SourceState]) -> frozenset
         elif state.kind == KIND_ETAG:
             names.add(state.value)
     return frozenset(names)
+
+
+def glob_history(dataset: Dataset) -> frozenset[str]:
+    """The files the polling source's ``AddData`` blocks record as ingested (metadata only).
+
+    Here rather than beside the ingest itself: plan reads it for every ingested ``FilesGlob`` root,
+    and the ingest pipeline's module brings the Spark engine's with it.
+    """
+    return ingested_glob_files(
+        block.event.new_source_state
+        for _, block in dataset.iter_blocks()
+        if isinstance(block.event, model.AddData)
+        and block.event.new_source_state is not None
+        and block.event.new_source_state.source_name == POLLING_SOURCE_NAME
+    )
 
 
 def _glob(pattern: str, project_root: Path) -> list[Path]:

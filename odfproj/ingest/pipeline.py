@@ -73,7 +73,7 @@ from odfproj.engine.types import arrow_schema_from_spark, spark_type_from_arrow
 from odfproj.errors import EngineError, OdfprojError
 from odfproj.ingest.cdc import RECORD_FILE, RecordOrigin
 from odfproj.ingest.errors import IngestError, UnsupportedSourceError, source_label
-from odfproj.ingest.fetch import POLLING_SOURCE_NAME, FetchedItem, fetch, ingested_glob_files
+from odfproj.ingest.fetch import POLLING_SOURCE_NAME, FetchedItem, fetch, glob_history
 from odfproj.ingest.merge import check_unique_keys, ledger_in_batch_order, sorted_keys_repeat
 from odfproj.ingest.prepare import prepare
 from odfproj.ingest.read import ReadError, describe_bad_rows, file_of_uri, read_files
@@ -230,17 +230,6 @@ def ingest_polling(
                 break
     return IngestResult(
         dataset=dataset.name, source=POLLING_SOURCE_NAME, items=tuple(committed), warnings=tuple(warnings)
-    )
-
-
-def glob_history(dataset: Dataset) -> frozenset[str]:
-    """The files the polling source's ``AddData`` blocks record as ingested (metadata only)."""
-    return ingested_glob_files(
-        block.event.new_source_state
-        for _, block in dataset.iter_blocks()
-        if isinstance(block.event, model.AddData)
-        and block.event.new_source_state is not None
-        and block.event.new_source_state.source_name == POLLING_SOURCE_NAME
     )
 
 

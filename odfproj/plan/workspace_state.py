@@ -101,8 +101,7 @@ def _files_glob_progress(dataset: Dataset, projection: ChainProjection) -> dict[
     ):
         return {}  # never ingested: nothing to resume from, nothing to walk
     # Imported here: only ingested FilesGlob roots need the ingest package; plan starts faster without it.
-    from odfproj.ingest.fetch import POLLING_SOURCE_NAME
-    from odfproj.ingest.pipeline import glob_history
+    from odfproj.ingest.fetch import POLLING_SOURCE_NAME, glob_history
 
     state = projection.source_states.get(POLLING_SOURCE_NAME)
     return {} if state is None else {"polling_state": state, "ingested_files": glob_history(dataset)}

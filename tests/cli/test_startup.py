@@ -28,6 +28,7 @@ import typer
 from odfproj.cli import lineage as lineage_cmd
 from odfproj.cli import main as cli_main
 from odfproj.cli import redact
+from odfproj.ingest.fetch import KIND_FILES_GLOB, POLLING_SOURCE_NAME
 from odfproj.odf import model
 from odfproj.project import config as project_config
 from odfproj.project import lineage as project_lineage
@@ -275,6 +276,30 @@ def test_a_command_that_needs_no_jvm_imports_no_spark(project: Path, tmp_path: P
     assert says in ran.stdout + ran.stderr  # it did its work...
     assert implementation in ran.modules  # ...through the lower layer that does it...
     assert ran.imported_any(SPARK) == []  # ...without PySpark
+
+
+def test_plan_of_an_ingested_files_glob_root_imports_no_ingest_pipeline(
+    project: Path, tmp_path: Path
+) -> None:
+    """Plan reads what an ingested ``FilesGlob`` root has read (to list the files it would read next):
+    that is metadata, and must not bring the ingest pipeline and the Spark engine's modules with it."""
+    applied = odfproj("apply", "--auto-approve", cwd=project, scratch=tmp_path)
+    assert applied.code == 0, applied.stdout + applied.stderr
+    root = Workspace(project / ".odf").open("com.example.root")
+    root.append([set_schema()])
+    state = model.SourceState(
+        source_name=POLLING_SOURCE_NAME, kind=KIND_FILES_GLOB, value='{"path":"data/a.csv"}'
+    )
+    Writer(root, tmp_path / "scratch").add_data(2, source_state=state)
+    (project / "data").mkdir()
+    for name in ("a.csv", "b.csv"):
+        (project / "data" / name).write_text("id,value\n1,x\n", encoding="utf-8")
+    ran = odfproj("plan", cwd=project, scratch=tmp_path)
+    assert ran.code == 0, ran.stdout + ran.stderr
+    assert "data/b.csv" in ran.stdout and "data/a.csv" not in ran.stdout, ran.stdout  # it read the history
+    assert "odfproj.ingest.fetch" in ran.modules
+    assert "odfproj.ingest.pipeline" not in ran.modules and "odfproj.engine.spark" not in ran.modules
+    assert ran.imported_any(SPARK) == []
 
 
 def test_plan_on_the_warm_engine_with_no_query_to_check_imports_no_spark(
