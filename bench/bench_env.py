@@ -11,9 +11,11 @@ raises the ``qty >`` threshold of one layer-2 filter derivative and measures, ea
 4. ``odfproj publish pr-1`` (wall time, target under 2 s) and the data bytes it copied: every published
    object must be a hard link of the environment's (link count 2), so 0 bytes.
 
-Both runs are cold (``ODFPROJ_WARM_ENGINE=off``) unless ``--warm``. Run by hand; not a test:
+1. and 2. are repeated ``--pairs`` times on fresh copies, in alternating order; the ratio reported is
+the median of the pairs'. Both runs are cold (``ODFPROJ_WARM_ENGINE=off``) unless ``--warm``. Run by
+hand; not a test:
 
-    .venv/bin/python bench/bench_env.py [--rows 400] [--warm]
+    .venv/bin/python bench/bench_env.py [--rows 400] [--pairs 3] [--warm]
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import os
 import re
 import resource
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -72,10 +75,35 @@ def change(project: Path) -> None:
     path.write_text(re.sub(r"qty > (\d+)", lambda m: f"qty > {int(m.group(1)) + 3}", text, count=1))
 
 
+def env_run(project: Path, env: dict[str, str]) -> tuple[float, float]:
+    """``run --env pr-1`` on ``project`` (wall, driver CPU), checking production's files are untouched."""
+    before = files(project / ".odf")
+    wall, cpu, out = cpu_timed(
+        [str(ODFPROJ), "run", "--project", str(project), "--env", "pr-1", "--threads", "2"], env, "run --env"
+    )
+    assert files(project / ".odf") == before, "production's files changed"
+    print(f"  run --env pr-1: {wall:.1f} s, {cpu:.2f} s driver CPU; {out.strip().splitlines()[-3]}")
+    return wall, cpu
+
+
+def direct_run(project: Path, env: dict[str, str]) -> tuple[float, float]:
+    """``run --select CHANGED+`` on production (wall, driver CPU): the changed part's own cost."""
+    wall, cpu, _ = cpu_timed(
+        [str(ODFPROJ), "run", "--project", str(project), "--select", f"{CHANGED}+", "--threads", "2"],
+        env,
+        "run --select on production",
+    )
+    print(f"  run --select {CHANGED}+ on production: {wall:.1f} s, {cpu:.2f} s driver CPU")
+    return wall, cpu
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=400)
     parser.add_argument("--seed", type=int, default=20261122)
+    parser.add_argument(
+        "--pairs", type=int, default=3, help="environment/production pairs, in alternating order"
+    )
     parser.add_argument("--warm", action="store_true", help="let the runs use the warm engine")
     args = parser.parse_args()
     env = _env(ODFPROJ_WARM_ENGINE="on" if args.warm else "off")
@@ -87,56 +115,50 @@ def main() -> int:
         loads = {"start": os.getloadavg()[0]}
         full_wall, _ = odfproj_run(first, 2, env=env)
         print(f"production's first run: {full_wall:.1f} s")
-        direct = tmp / "direct"
-        shutil.copytree(first, direct, symlinks=True)
         change(first)
-        change(direct)
+        pairs = []
+        for i in range(args.pairs):
+            # Each pair on fresh copies of the same changed project; the order alternates, so neither
+            # run is always the one that finds the page cache warm.
+            env_copy, direct_copy = tmp / f"env-{i}", tmp / f"direct-{i}"
+            shutil.copytree(first, env_copy, symlinks=True)
+            shutil.copytree(first, direct_copy, symlinks=True)
+            print(f"pair {i + 1} (load {os.getloadavg()[0]:.2f}):")
+            if i % 2 == 0:
+                e, d = env_run(env_copy, env), direct_run(direct_copy, env)
+            else:
+                d, e = direct_run(direct_copy, env), env_run(env_copy, env)
+            pairs.append((e, d))
+        loads["after_pairs"] = os.getloadavg()[0]
+        ratios = sorted(e[0] / d[0] for e, d in pairs)
+        cpu_ratios = sorted(e[1] / d[1] for e, d in pairs)
 
-        before = files(first / ".odf")
-        env_wall, env_cpu, out = cpu_timed(
-            [str(ODFPROJ), "run", "--project", str(first), "--env", "pr-1", "--threads", "2"],
-            env,
-            "run --env",
-        )
-        loads["after_env_run"] = os.getloadavg()[0]
-        print(f"run --env pr-1: {env_wall:.1f} s, {env_cpu:.2f} s driver CPU; {out.strip().splitlines()[-3]}")
-        assert files(first / ".odf") == before, "production's files changed"
-        direct_wall, direct_cpu, out = cpu_timed(
-            [str(ODFPROJ), "run", "--project", str(direct), "--select", f"{CHANGED}+", "--threads", "2"],
-            env,
-            "run --select on production",
-        )
-        loads["after_direct_run"] = os.getloadavg()[0]
-        print(
-            f"run --select {CHANGED}+ on production: {direct_wall:.1f} s, {direct_cpu:.2f} s driver CPU; "
-            f"{out.strip().splitlines()[-3]}"
-        )
-        own = object_bytes(first / ".odf" / "envs" / "pr-1")
-        production = object_bytes(first / ".odf")
+        measured = tmp / "env-0"
+        own = object_bytes(measured / ".odf" / "envs" / "pr-1")
+        production = object_bytes(measured / ".odf")
         print(
             f"environment's own objects: {own[0]} files, {own[1]} bytes; production's: {production[0]}, {production[1]}"
         )
-
         started = time.perf_counter()
         _, out, _ = timed_run(
-            [str(ODFPROJ), "publish", "pr-1", "--project", str(first)], env=env, what="publish"
+            [str(ODFPROJ), "publish", "pr-1", "--project", str(measured)], env=env, what="publish"
         )
         publish_wall = time.perf_counter() - started
         published = [
             p
-            for p in (first / ".odf" / "envs" / "pr-1").glob("datasets/*/*/*")
+            for p in (measured / ".odf" / "envs" / "pr-1").glob("datasets/*/*/*")
             if p.parent.name in ("blocks", "data", "checkpoints")
         ]
         copied = sum(p.stat().st_size for p in published if p.stat().st_nlink < 2)
         print(f"publish: {publish_wall:.2f} s (CLI, including start-up); data bytes copied: {copied}")
         print(out.strip().splitlines()[-1])
         figures = {
-            "env_run_s": round(env_wall, 2),
-            "changed_part_on_production_s": round(direct_wall, 2),
-            "ratio": round(env_wall / direct_wall, 2),
-            "env_run_driver_cpu_s": round(env_cpu, 2),
-            "changed_part_driver_cpu_s": round(direct_cpu, 2),
-            "driver_cpu_ratio": round(env_cpu / direct_cpu, 2),
+            "env_run_s": [round(e[0], 2) for e, _ in pairs],
+            "changed_part_on_production_s": [round(d[0], 2) for _, d in pairs],
+            "ratios": [round(r, 2) for r in ratios],
+            "median_ratio": round(statistics.median(ratios), 2),
+            "driver_cpu_ratios": [round(r, 2) for r in cpu_ratios],
+            "median_driver_cpu_ratio": round(statistics.median(cpu_ratios), 2),
             "env_own_files": own[0],
             "env_own_bytes": own[1],
             "production_bytes": production[1],

@@ -113,6 +113,12 @@ class ViewCache:
                 head = ref.read()
         except OSError:
             return None
+        if dataset.objects.read:  # an environment's dataset: its records may be production's (read_info)
+            return (
+                head,
+                _file_stamp(str(dataset.info_path(APPLY_RECORD))),
+                _file_stamp(str(dataset.info_path(UPDATE_RECORD))),
+            )
         info = str(dataset.layout.info_dir)  # strings: a thousand datasets, six thousand fewer Path objects
         return (
             head,

@@ -196,7 +196,13 @@ def _apply_step(step: AppendDefinitions, workspace: Workspace, now: datetime) ->
 def _record_apply(
     dataset: Dataset, step: AppendDefinitions, sequence_number: int, head: str, now: datetime
 ) -> None:
-    """Remember where apply left the chain, so later definition events show up as drift."""
+    """Remember where apply left the chain, so later definition events show up as drift.
+
+    Not for a dataset an environment pins: nothing was appended to it (a change forks it first), and
+    its record is production's, which the environment reads (``Dataset.read_info``).
+    """
+    if dataset.pinned is not None:
+        return
     record = apply_record(
         sequence_number=sequence_number,
         head=head,

@@ -176,6 +176,10 @@ def compacted_copy(dataset: Dataset) -> CompactedCopy | None:
     index = data_index(dataset)
     if stored is not None and _current(stored, index.head, projection.schema):
         return stored
+    for theirs in dataset.pinned_info_dirs(COMPACTED_DIR):
+        found = _load(theirs)
+        if found is not None and _current(found, index.head, projection.schema):
+            return found  # production's copy at the pinned head: read there, never updated
     try:
         directory.mkdir(parents=True, exist_ok=True)
         with file_lock(directory / LOCK, purpose="compacted copy", busy=lambda _h: StorageError("busy")):

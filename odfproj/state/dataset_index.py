@@ -124,6 +124,14 @@ def open_state_index(
             stored = None
     if stored is not None and stored.log.base_interval != base_interval:
         stored = None
+    if stored is None:
+        for theirs in dataset.pinned_info_dirs(INDEX_DIR):
+            try:
+                found = load_index(theirs, key_columns)
+            except CorruptIndexError:
+                continue
+            if found.head == head and found.log.base_interval == base_interval:
+                return found  # production's index at the pinned head: read there, never saved
     if stored is not None and stored.head == head:
         if persist and has_leftovers(stored, directory):
             _remove_leftovers_best_effort(directory)

@@ -229,11 +229,46 @@ class Dataset:
     # --- records kept beside the chain -------------------------------------------------------------
 
     def read_info(self, name: str) -> bytes | None:
-        """A file of ``info/`` (derived or advisory records, never part of the chain); None if absent."""
-        try:
-            return (self.layout.info_dir / _info_name(name)).read_bytes()
-        except FileNotFoundError:
-            return None
+        """A file of ``info/`` (derived or advisory records, never part of the chain); None if absent.
+
+        This folder's, else a read area's: an environment's dataset starts with production's records,
+        as with the projection cache. That is safe because every ``info/`` record is checked against
+        the chain by its reader (stamped with the head or block it reflects, and rebuilt or ignored
+        otherwise), and it is what spares an environment rebuilding, for each dataset it pins,
+        records production already holds at that very head.
+        """
+        file = _info_name(name)
+        for layout in (self.layout, *self.objects.read):
+            try:
+                return (layout.info_dir / file).read_bytes()
+            except FileNotFoundError:
+                continue
+        return None
+
+    def info_path(self, name: str) -> Path:
+        """Where :meth:`read_info` would read ``name`` from now: this folder's file, else the first read
+        area's that exists, else this folder's (where it would be written)."""
+        file = _info_name(name)
+        own = self.layout.info_dir / file
+        if not self.objects.read or own.exists():
+            return own
+        for layout in self.objects.read:
+            path = layout.info_dir / file
+            if path.exists():
+                return path
+        return own
+
+    def pinned_info_dirs(self, name: str) -> tuple[Path, ...]:
+        """The read areas' ``info/NAME`` folders when this handle is pinned, else none.
+
+        A pinned dataset (an environment reads it from production at a pinned head) never appends,
+        so a derived record production keeps at exactly that head (a state index, a compacted copy)
+        is its record too: read in place, never written, never cleaned. Any other handle keeps its
+        derived folders to itself, since it would update them where it read them.
+        """
+        if self.pinned is None:
+            return ()
+        return tuple(layout.info_dir / name for layout in self.objects.read)
 
     def write_info(self, name: str, data: bytes) -> None:
         """Replace a file of ``info/`` atomically and durably."""

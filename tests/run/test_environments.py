@@ -141,6 +141,10 @@ def test_a_change_builds_only_itself_and_its_downstream_and_leaves_production_by
     assert {p.parts[-3] for p in own} <= expected  # only the changed part holds objects of its own
     for path in own:  # and each of them is new: production has no object of that name
         assert not (production / "datasets" / path.parts[-3] / path.parent.name / path.name).exists()
+    for folder in env.datasets_dir.iterdir():  # a pinned dataset's folder lists its head, nothing more:
+        if folder.name not in expected:  # production's records at that head (apply, data index) are its own
+            files = [p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()]
+            assert [f for f in files if f != ".lock"] == ["refs/head"], folder.name
 
     # The diff names exactly the rows the new threshold drops, computed here from the old output.
     [diff] = diff_datasets(engine, env, [CHANGED], base=Workspace(production), sample=1000)

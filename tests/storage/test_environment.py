@@ -15,6 +15,9 @@ import pytest
 
 from odfproj.errors import InvalidValueError
 from odfproj.odf import model
+from odfproj.state.compacted import compacted_copy
+from odfproj.state.dataset_index import INDEX_DIR, open_state_index
+from odfproj.storage.data_index import data_index
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.env_record import PreviewEnvironmentError, list_environments
 from odfproj.storage.environment import create_environment, destroy_environment, fork, refresh_environment
@@ -26,6 +29,8 @@ from odfproj.workspace_paths import environment_root
 from tests.storage.helpers.chains import Writer, data_slice, set_schema, set_transform, write_slice
 
 REPO = Path(__file__).resolve().parents[2]
+#: The fixture root's one value column, as the key of a state index.
+KEY = ("value",)
 
 
 def production_files(workspace: Workspace) -> dict[str, tuple[int, bytes]]:
@@ -103,6 +108,51 @@ def test_a_pinned_dataset_cannot_be_appended_to(production: Workspace, scratch: 
     pinned = env_workspace(production).open("root")
     with pytest.raises(StorageError, match="root: read from production at its pinned head"):
         Writer(pinned, scratch).add_data(1)
+
+
+def test_a_pinned_dataset_reads_productions_derived_records_in_place(
+    production: Workspace, scratch: Path
+) -> None:
+    """What production keeps at the pinned head (data index, state index, compacted copy) serves the
+    environment as it is: nothing rebuilt, nothing written on either side."""
+    root = production.open("root")
+    index, copy = open_state_index(root, KEY), compacted_copy(root)
+    assert copy is not None
+    before = production_files(production)
+    create_environment(production, "pr-1")
+    env = env_workspace(production)
+    pinned = env.open("root")
+    assert data_index(pinned).head == root.head()
+    assert open_state_index(pinned, KEY).head == index.head
+    their_copy = compacted_copy(pinned)
+    assert their_copy is not None and their_copy.directory == copy.directory
+    assert production_files(production) == before
+    own = env.datasets_dir / "root"
+    assert [p.relative_to(own).as_posix() for p in own.rglob("*") if p.is_file()] == ["refs/head"]
+
+
+def test_a_pinned_dataset_builds_its_own_records_when_productions_moved_on(
+    production: Workspace, scratch: Path
+) -> None:
+    create_environment(production, "pr-1")
+    root = production.open("root")
+    pinned_head = root.head()
+    Writer(root, scratch).add_data(3)  # production moves on, and its records with it
+    open_state_index(root, KEY)
+    before = production_files(production)
+    pinned = env_workspace(production).open("root")
+    index = open_state_index(pinned, KEY)
+    assert index.head == pinned_head and index.block_count == pinned.projection().sequence_number + 1
+    assert (env_workspace(production).datasets_dir / "root" / "info" / INDEX_DIR).is_dir()
+    assert production_files(production) == before
+
+
+def test_a_forked_dataset_keeps_its_derived_folders_to_itself(production: Workspace) -> None:
+    create_environment(production, "pr-1")
+    env = env_workspace(production)
+    fork(env, ["root"])
+    assert env.open("root").pinned_info_dirs(INDEX_DIR) == ()
+    assert env.open("derived").pinned_info_dirs(INDEX_DIR) != ()
 
 
 def test_a_fork_writes_only_its_new_objects_and_publish_fast_forwards_production(
