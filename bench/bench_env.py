@@ -4,18 +4,20 @@ Generates bench_dag's project (10 roots, 40 derivatives in layers of 10), runs i
 raises the ``qty >`` threshold of one layer-2 filter derivative and measures, each in its own copy:
 
 1. ``odfproj run --env pr-1``: builds the change and its downstream in an environment (wall time).
-2. ``odfproj run --select CHANGED+`` on production: the changed part's own cost, what the environment is
-   measured against (target: the environment costs no more).
+2. The same change run on production, what the environment is measured against (target: the
+   environment costs no more): plain ``odfproj run``, the same command without ``--env`` (it too plans
+   every dataset to find the changed part), and ``odfproj run --select CHANGED+``, the changed part
+   alone when the user names it (the stricter comparison: it plans two datasets, not fifty).
 3. The environment's own bytes (objects in ``envs/pr-1/``) against production's, and production's files,
    hashed before and after 1. (they must be identical).
 4. ``odfproj publish pr-1`` (wall time, target under 2 s) and the data bytes it copied: every published
    object must be a hard link of the environment's (link count 2), so 0 bytes.
 
-1. and 2. are repeated ``--pairs`` times on fresh copies, in alternating order; the ratio reported is
-the median of the pairs'. Both runs are cold (``ODFPROJ_WARM_ENGINE=off``) unless ``--warm``. Run by
+1. and 2. are repeated ``--rounds`` times on fresh copies, in rotating order; each ratio reported is
+the median of the rounds'. The runs are cold (``ODFPROJ_WARM_ENGINE=off``) unless ``--warm``. Run by
 hand; not a test:
 
-    .venv/bin/python bench/bench_env.py [--rows 400] [--pairs 3] [--warm]
+    .venv/bin/python bench/bench_env.py [--rows 400] [--rounds 3] [--warm]
 """
 
 from __future__ import annotations
@@ -86,14 +88,17 @@ def env_run(project: Path, env: dict[str, str]) -> tuple[float, float]:
     return wall, cpu
 
 
-def direct_run(project: Path, env: dict[str, str]) -> tuple[float, float]:
-    """``run --select CHANGED+`` on production (wall, driver CPU): the changed part's own cost."""
+def direct_run(project: Path, env: dict[str, str], selected: bool) -> tuple[float, float]:
+    """The change run on production (wall, driver CPU): ``run --select CHANGED+`` (``selected``: the
+    changed part alone, told what it is) or plain ``run`` (the same command as in the environment,
+    which finds the changed part by planning every dataset)."""
+    select = ["--select", f"{CHANGED}+"] if selected else []
     wall, cpu, _ = cpu_timed(
-        [str(ODFPROJ), "run", "--project", str(project), "--select", f"{CHANGED}+", "--threads", "2"],
+        [str(ODFPROJ), "run", "--project", str(project), *select, "--threads", "2"],
         env,
-        "run --select on production",
+        "run on production",
     )
-    print(f"  run --select {CHANGED}+ on production: {wall:.1f} s, {cpu:.2f} s driver CPU")
+    print(f"  run {' '.join(select) or '(all)'} on production: {wall:.1f} s, {cpu:.2f} s driver CPU")
     return wall, cpu
 
 
@@ -101,9 +106,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=400)
     parser.add_argument("--seed", type=int, default=20261122)
-    parser.add_argument(
-        "--pairs", type=int, default=3, help="environment/production pairs, in alternating order"
-    )
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the three runs, in rotating order")
     parser.add_argument("--warm", action="store_true", help="let the runs use the warm engine")
     args = parser.parse_args()
     env = _env(ODFPROJ_WARM_ENGINE="on" if args.warm else "off")
@@ -116,22 +119,27 @@ def main() -> int:
         full_wall, _ = odfproj_run(first, 2, env=env)
         print(f"production's first run: {full_wall:.1f} s")
         change(first)
-        pairs = []
-        for i in range(args.pairs):
-            # Each pair on fresh copies of the same changed project; the order alternates, so neither
-            # run is always the one that finds the page cache warm.
-            env_copy, direct_copy = tmp / f"env-{i}", tmp / f"direct-{i}"
-            shutil.copytree(first, env_copy, symlinks=True)
-            shutil.copytree(first, direct_copy, symlinks=True)
-            print(f"pair {i + 1} (load {os.getloadavg()[0]:.2f}):")
-            if i % 2 == 0:
-                e, d = env_run(env_copy, env), direct_run(direct_copy, env)
-            else:
-                d, e = direct_run(direct_copy, env), env_run(env_copy, env)
-            pairs.append((e, d))
-        loads["after_pairs"] = os.getloadavg()[0]
-        ratios = sorted(e[0] / d[0] for e, d in pairs)
-        cpu_ratios = sorted(e[1] / d[1] for e, d in pairs)
+        rounds = []
+        for i in range(args.rounds):
+            # Each round on fresh copies of the same changed project; the order rotates, so no run is
+            # always the one that finds the page cache warm.
+            copies = {kind: tmp / f"{kind}-{i}" for kind in ("env", "selected", "plain")}
+            for folder in copies.values():
+                shutil.copytree(first, folder, symlinks=True)
+            kinds = ["env", "selected", "plain"]
+            order = kinds[i % 3 :] + kinds[: i % 3]
+            print(f"round {i + 1} (load {os.getloadavg()[0]:.2f}):")
+            figures_of = {}
+            for kind in order:
+                if kind == "env":
+                    figures_of[kind] = env_run(copies[kind], env)
+                else:
+                    figures_of[kind] = direct_run(copies[kind], env, selected=kind == "selected")
+            rounds.append(figures_of)
+        loads["after_rounds"] = os.getloadavg()[0]
+
+        def ratios(against: str, what: int) -> list[float]:
+            return sorted(r["env"][what] / r[against][what] for r in rounds)
 
         measured = tmp / "env-0"
         own = object_bytes(measured / ".odf" / "envs" / "pr-1")
@@ -153,12 +161,13 @@ def main() -> int:
         print(f"publish: {publish_wall:.2f} s (CLI, including start-up); data bytes copied: {copied}")
         print(out.strip().splitlines()[-1])
         figures = {
-            "env_run_s": [round(e[0], 2) for e, _ in pairs],
-            "changed_part_on_production_s": [round(d[0], 2) for _, d in pairs],
-            "ratios": [round(r, 2) for r in ratios],
-            "median_ratio": round(statistics.median(ratios), 2),
-            "driver_cpu_ratios": [round(r, 2) for r in cpu_ratios],
-            "median_driver_cpu_ratio": round(statistics.median(cpu_ratios), 2),
+            "env_run_s": [round(r["env"][0], 2) for r in rounds],
+            "selected_on_production_s": [round(r["selected"][0], 2) for r in rounds],
+            "plain_on_production_s": [round(r["plain"][0], 2) for r in rounds],
+            "median_ratio_vs_selected": round(statistics.median(ratios("selected", 0)), 2),
+            "median_ratio_vs_plain": round(statistics.median(ratios("plain", 0)), 2),
+            "median_cpu_ratio_vs_selected": round(statistics.median(ratios("selected", 1)), 2),
+            "median_cpu_ratio_vs_plain": round(statistics.median(ratios("plain", 1)), 2),
             "env_own_files": own[0],
             "env_own_bytes": own[1],
             "production_bytes": production[1],
