@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from odfproj.cli.context import adopt_old_workspace
 
 if TYPE_CHECKING:
     from odfproj.project.config import ProjectConfig
-    from odfproj.remote.store import ObjectStore
-    from odfproj.storage.workspace import Workspace
 
 
 @contextmanager
@@ -45,7 +43,9 @@ def synced(
     store = open_store(url)
     cache = Workspace(config.production_workspace(target))
     if config.environment is not None:
-        with _environment_synced(store, cache, config.environment, writer=writer, data=data):
+        from odfproj.remote.environments import environment_synced
+
+        with environment_synced(store, cache, config.environment, writer=writer, data=data):
             yield
         return
     if writer is None:
@@ -58,23 +58,3 @@ def synced(
             yield
         finally:
             commit(store, cache)  # whatever committed locally (each dataset atomically) goes up
-
-
-@contextmanager
-def _environment_synced(
-    store: ObjectStore, cache: Workspace, name: str, *, writer: str | None, data: bool
-) -> Iterator[None]:
-    from odfproj.remote.environments import checkout_environment, commit_environment, environment_store
-    from odfproj.remote.workspace import checkout, remote_lock
-
-    lock = (
-        remote_lock(environment_store(store, name), purpose=writer) if writer is not None else nullcontext()
-    )
-    with lock:
-        checkout(store, cache, data=data)  # production: read, never written back
-        checkout_environment(store, cache.root, name)
-        try:
-            yield
-        finally:
-            if writer is not None:
-                commit_environment(store, cache.root, name)

@@ -20,7 +20,10 @@ preview does not wait for a production run; publish holds both.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from odfproj.odf.flatbuffers_codec import block_hash
 from odfproj.odf.multiformats import Multihash
@@ -31,11 +34,15 @@ from odfproj.storage.fsutil import remove_tree, replace_atomic
 from odfproj.storage.hashing import PHYSICAL_HASH_CODEC, physical_hasher
 from odfproj.workspace_paths import ENVS_DIR, check_environment_name
 
+if TYPE_CHECKING:
+    from odfproj.storage.workspace import Workspace
+
 __all__ = [
     "checkout_environment",
     "commit_environment",
     "destroy_remote_environment",
     "environment_store",
+    "environment_synced",
     "remote_environments",
 ]
 
@@ -117,6 +124,46 @@ def commit_environment(store: ObjectStore, cache: Path, name: str) -> None:
         if (_is_object(key) or _is_head(key)) and key not in mine:
             remote.delete(key)  # the objects of a dataset a refresh reset, or of one no longer here
     remote.put(RECORD_FILE, record)
+
+
+@contextmanager
+def environment_synced(
+    store: ObjectStore,
+    cache: Workspace,
+    name: str,
+    *,
+    writer: str | None,
+    data: bool = False,
+    production_writer: bool = False,
+    missing: Callable[[], Exception] | None = None,
+) -> Iterator[None]:
+    """Environment ``name`` of the remote workspace ``store``, checked out into ``cache`` with production.
+
+    The one way a command works on a remote environment. ``writer`` is the lock's purpose: a writer
+    holds the environment's own lock and commits the environment's prefix when it is done, failed or
+    not (what it committed locally, each dataset atomically, is valid and goes up, as for production);
+    a reader (``None``) takes no lock and writes nothing. ``production_writer`` (publish, the one
+    command that changes production) also locks production and commits it before the environment.
+    ``data``: also fetch production's data objects. ``missing``: the error to raise when the store
+    has no such environment; without it an absent environment is one the command is about to make.
+    """
+    from odfproj.remote.workspace import checkout, commit, remote_lock
+
+    with ExitStack() as locks:
+        if writer is not None and production_writer:
+            locks.enter_context(remote_lock(store, purpose=writer))
+        if writer is not None:
+            locks.enter_context(remote_lock(environment_store(store, name), purpose=writer))
+        checkout(store, cache, data=data)  # production: read; written back by publish alone
+        if not checkout_environment(store, cache.root, name) and missing is not None:
+            raise missing()
+        try:
+            yield
+        finally:
+            if writer is not None:
+                if production_writer:
+                    commit(store, cache)  # objects first, then each head by compare-and-swap
+                commit_environment(store, cache.root, name)
 
 
 def destroy_remote_environment(store: ObjectStore, name: str) -> None:

@@ -12,7 +12,7 @@ against production, which is exactly what a new environment would start from.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -174,7 +174,7 @@ def refresh(
     config: ProjectConfig, target: str | None, name: str, *, lock_timeout: float | None = None
 ) -> tuple[EnvironmentRecord, tuple[str, ...]]:
     """Re-pin environment ``name`` to production's heads now (see ``storage.environment``)."""
-    with _remote_environment(config, target, name, purpose="odfproj env refresh", commit=True):
+    with _remote_environment(config, target, name, purpose="odfproj env refresh"):
         production = Workspace(config.production_workspace(target), odf_version=config.odf_version)
         environment = _existing(config, target, name)
         with environment.lock(purpose="odfproj env refresh", timeout=lock_timeout):
@@ -218,7 +218,7 @@ def publish(
     out, published in the cache, and production's new objects and heads committed (heads by
     compare-and-swap), then the environment's record.
     """
-    with _remote_environment(config, target, name, purpose="odfproj publish", commit=True, production=True):
+    with _remote_environment(config, target, name, purpose="odfproj publish", production=True):
         production = Workspace(config.production_workspace(target), odf_version=config.odf_version)
         environment = _existing(config, target, name)
         return publish_environment(
@@ -233,10 +233,10 @@ def _remote_environment(
     name: str,
     *,
     purpose: str,
-    commit: bool,
     production: bool = False,
 ) -> Iterator[None]:
-    """For a remote workspace: environment ``name`` checked out (and production), locked, and committed after.
+    """For a remote workspace: environment ``name`` checked out (and production), locked, and committed after
+    (``remote.environments.environment_synced``); refused in one line when the store has no such environment.
 
     ``production``: also lock production and commit it (publish, the one command that writes it).
     Nothing for a workspace on disk.
@@ -245,25 +245,19 @@ def _remote_environment(
     if url is None:
         yield
         return
-    from odfproj.remote.environments import checkout_environment, commit_environment, environment_store
+    from odfproj.remote.environments import environment_synced
     from odfproj.remote.store import open_store
-    from odfproj.remote.workspace import checkout, remote_lock
-    from odfproj.remote.workspace import commit as commit_production
 
-    store = open_store(url)
     cache = Workspace(config.production_workspace(target), odf_version=config.odf_version)
-    with (
-        remote_lock(store, purpose=purpose) if production else nullcontext(),
-        remote_lock(environment_store(store, name), purpose=purpose),
+    with environment_synced(
+        open_store(url),
+        cache,
+        name,
+        writer=purpose,
+        production_writer=production,
+        missing=lambda: PreviewEnvironmentError(_missing(name, config.production_workspace(target))),
     ):
-        checkout(store, cache)
-        if not checkout_environment(store, cache.root, name):
-            raise PreviewEnvironmentError(_missing(name, config.production_workspace(target)))
         yield
-        if commit:
-            if production:
-                commit_production(store, cache)  # objects first, then each head by compare-and-swap
-            commit_environment(store, cache.root, name)
 
 
 def existing_environment(production: Path, name: str, *, odf_version: str | None = None) -> Workspace:
