@@ -10,16 +10,20 @@ An input that exists only in the workspace (no manifest in the project) is a nod
 
 Building never raises on bad manifests: unknown inputs and cycles become ``problems`` pointing at the
 ``datasetRef`` that causes them. Only ``topological_order`` refuses a cyclic graph.
+
+The graph is a small structure of its own (:class:`Digraph`), not a ``networkx.DiGraph``: every command
+builds it, and importing networkx alone cost 0.12 s of each one. networkx is imported only to name the
+cycles of a cyclic project.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping
+import heapq
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from odfproj.errors import InvalidValueError, OdfprojError
 from odfproj.odf.identity import DID_ODF_PREFIX, DatasetId
@@ -28,11 +32,120 @@ from odfproj.odf.yaml_source import Path as DocPath
 from odfproj.odf.yaml_source import Problem
 from odfproj.project.manifests import LoadedManifest, ProjectManifests
 
-__all__ = ["DatasetGraph", "GraphError", "InputRef"]
+if TYPE_CHECKING:
+    import networkx as nx
+
+__all__ = ["DatasetGraph", "Digraph", "GraphError", "InputRef"]
 
 
 class GraphError(OdfprojError):
     """The dataset graph cannot be ordered (a cycle) or a name is not in it."""
+
+
+class Digraph:
+    """Nodes with attributes and directed edges, in insertion order; read-only once built.
+
+    What the dataset graph needs of a graph library and no more: ``nodes`` (iterable, and
+    ``nodes[name]`` is the node's attributes), ``edges``, ``successors``, ``predecessors``. Iteration
+    orders are insertion orders, as networkx's are, so outputs built from them do not change.
+    """
+
+    def __init__(self) -> None:
+        self._attributes: dict[str, dict[str, Any]] = {}
+        self._successors: dict[str, dict[str, None]] = {}
+        self._predecessors: dict[str, dict[str, None]] = {}
+        self._frozen = False
+        #: Orders computed once frozen, by key function (building, ``has_cycle`` and the order ask alike).
+        self._orders: dict[Any, tuple[str, ...] | None] = {}
+
+    def add_node(self, name: str, **attributes: Any) -> None:
+        self._check_open()
+        self._attributes.setdefault(name, {}).update(attributes)
+        self._successors.setdefault(name, {})
+        self._predecessors.setdefault(name, {})
+
+    def add_edge(self, source: str, target: str) -> None:
+        self._check_open()
+        for name in (source, target):
+            if name not in self._attributes:
+                self.add_node(name)
+        self._successors[source][target] = None
+        self._predecessors[target][source] = None
+
+    def freeze(self) -> Digraph:
+        self._frozen = True
+        return self
+
+    @property
+    def nodes(self) -> Mapping[str, Mapping[str, Any]]:
+        return self._attributes
+
+    @property
+    def edges(self) -> list[tuple[str, str]]:
+        return [(u, v) for u, targets in self._successors.items() for v in targets]
+
+    def successors(self, name: str) -> Iterator[str]:
+        return iter(self._successors[name])
+
+    def predecessors(self, name: str) -> Iterator[str]:
+        return iter(self._predecessors[name])
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._attributes
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._attributes)
+
+    def __len__(self) -> int:
+        return len(self._attributes)
+
+    def reachable(self, name: str, *, backwards: bool = False) -> set[str]:
+        """Every node reached from ``name`` along edges (against them with ``backwards``), not ``name``."""
+        links = self._predecessors if backwards else self._successors
+        seen: set[str] = set()
+        frontier = [name]
+        while frontier:
+            for other in links[frontier.pop()]:
+                if other not in seen:
+                    seen.add(other)
+                    frontier.append(other)
+        seen.discard(name)
+        return seen
+
+    def ordered(self, key: Any) -> tuple[str, ...] | None:
+        """Inputs before readers, ties broken by ``key`` then insertion; None if there is a cycle."""
+        if self._frozen and key in self._orders:
+            return self._orders[key]
+        position = {name: i for i, name in enumerate(self._attributes)}
+        waiting = {name: len(inputs) for name, inputs in self._predecessors.items()}
+        ready = [(key(n), position[n], n) for n, count in waiting.items() if count == 0]
+        heapq.heapify(ready)
+        order: list[str] = []
+        while ready:
+            _, _, name = heapq.heappop(ready)
+            order.append(name)
+            for reader in self._successors[name]:
+                waiting[reader] -= 1
+                if waiting[reader] == 0:
+                    heapq.heappush(ready, (key(reader), position[reader], reader))
+        found = tuple(order) if len(order) == len(self._attributes) else None
+        if self._frozen:
+            self._orders[key] = found
+        return found
+
+    def to_networkx(self) -> nx.DiGraph:
+        """The same graph as networkx's (imported here: only a cyclic project needs it, to name cycles)."""
+        import networkx as nx
+
+        graph = nx.DiGraph()
+        for name, attributes in self._attributes.items():
+            graph.add_node(name, **attributes)
+        graph.add_edges_from(self.edges)
+        return graph
+
+    def _check_open(self) -> None:
+        if self._frozen:
+            raise TypeError("the dataset graph is read-only once built")
 
 
 @dataclass(frozen=True)
@@ -80,13 +193,13 @@ class _Resolver:
 
 @dataclass(frozen=True)
 class DatasetGraph:
-    """Datasets and their dependencies; ``graph`` is a frozen ``networkx.DiGraph`` (input -> derivative).
+    """Datasets and their dependencies; ``graph`` is a read-only :class:`Digraph` (input -> derivative).
 
     Node attributes: ``managed`` (has a manifest in the project) and ``manifest`` (the
     ``LoadedManifest`` or None).
     """
 
-    graph: nx.DiGraph
+    graph: Digraph
     problems: tuple[Problem, ...] = ()
     inputs: Mapping[str, tuple[InputRef, ...]] = field(default_factory=dict, repr=False)
     """Resolved inputs of each managed dataset, in manifest order."""
@@ -98,7 +211,7 @@ class DatasetGraph:
     @classmethod
     def build(cls, manifests: ProjectManifests, known_ids: Mapping[str, str] | None = None) -> DatasetGraph:
         """Graph of every manifest that declares a name; ``known_ids`` maps ``did:odf`` strings to names."""
-        graph = nx.DiGraph()
+        graph = Digraph()
         project: dict[str, str] = {}
         for manifest in manifests.manifests:
             if manifest.name is None or manifest.name.lower() in project:
@@ -126,8 +239,9 @@ class DatasetGraph:
                 graph.add_edge(ref.dataset, name)
                 if first:
                     ref_paths.setdefault((ref.dataset, name), path)
+        graph.freeze()
         problems.extend(_cycle_problems(graph, ref_paths))
-        return cls(nx.freeze(graph), tuple(problems), inputs, ref_paths)
+        return cls(graph, tuple(problems), inputs, ref_paths)
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -138,7 +252,7 @@ class DatasetGraph:
     @cached_property
     def has_cycle(self) -> bool:
         """True when no order exists (then ``problems`` names each cycle, and nothing can be selected)."""
-        return not nx.is_directed_acyclic_graph(self.graph)
+        return self.graph.ordered(str.lower) is None
 
     @cached_property
     def _canonical(self) -> dict[str, str]:
@@ -174,18 +288,18 @@ class DatasetGraph:
 
     def upstream(self, name: str) -> frozenset[str]:
         """Every dataset ``name`` reads, directly or through other datasets (not ``name`` itself)."""
-        return frozenset(nx.ancestors(self.graph, self.canonical(name)))
+        return frozenset(self.graph.reachable(self.canonical(name), backwards=True))
 
     def downstream(self, name: str) -> frozenset[str]:
         """Every dataset that reads ``name``, directly or transitively (not ``name`` itself)."""
-        return frozenset(nx.descendants(self.graph, self.canonical(name)))
+        return frozenset(self.graph.reachable(self.canonical(name)))
 
     @cached_property
     def _order(self) -> tuple[str, ...]:
-        try:
-            return tuple(nx.lexicographical_topological_sort(self.graph, key=str.lower))
-        except nx.NetworkXUnfeasible:
-            raise GraphError(_cycle_message(self.graph, _find_cycles(self.graph)[0])) from None
+        order = self.graph.ordered(str.lower)
+        if order is None:
+            raise GraphError(_cycle_message(self.graph, _find_cycles(self.graph)[0]))
+        return order
 
     def topological_order(self, names: Iterable[str] | None = None) -> tuple[str, ...]:
         """``names`` (default: every managed dataset), inputs before the datasets that read them.
@@ -245,8 +359,13 @@ def _resolve_inputs(
     return resolved, problems
 
 
-def _find_cycles(graph: nx.DiGraph) -> list[list[str]]:
+def _find_cycles(dataset_graph: Digraph) -> list[list[str]]:
     """One cycle per strongly connected component that has one, each starting at its smallest name."""
+    if dataset_graph.ordered(str.lower) is not None:
+        return []  # the common case, answered without networkx
+    import networkx as nx
+
+    graph = dataset_graph.to_networkx()
     cycles = []
     components = [c for c in nx.strongly_connected_components(graph) if len(c) > 1]
     components += [{n} for n, _ in nx.selfloop_edges(graph)]
@@ -259,13 +378,13 @@ def _find_cycles(graph: nx.DiGraph) -> list[list[str]]:
     return cycles
 
 
-def _cycle_message(graph: nx.DiGraph, cycle: list[str]) -> str:
+def _cycle_message(graph: Digraph, cycle: list[str]) -> str:
     """``dependency cycle: a -> b -> a (datasets/a.yaml, datasets/b.yaml)``."""
     files = ", ".join(m.rel_path for m in (graph.nodes[n]["manifest"] for n in cycle) if m is not None)
     return f"dependency cycle: {' -> '.join([*cycle, cycle[0]])} ({files})"
 
 
-def _cycle_problems(graph: nx.DiGraph, ref_paths: Mapping[tuple[str, str], DocPath]) -> list[Problem]:
+def _cycle_problems(graph: Digraph, ref_paths: Mapping[tuple[str, str], DocPath]) -> list[Problem]:
     """Report each cycle at the ``datasetRef`` that closes it: in the manifest of the cycle's first
     dataset, its input from the cycle's last dataset."""
     problems = []

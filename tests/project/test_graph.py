@@ -7,10 +7,12 @@ from collections.abc import Callable, Mapping
 
 import networkx as nx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from odfproj.odf.identity import DatasetId
 from odfproj.project.config import ProjectConfig
-from odfproj.project.graph import DatasetGraph, GraphError
+from odfproj.project.graph import DatasetGraph, Digraph, GraphError
 from odfproj.project.manifests import load_manifests
 from tests.project.conftest import ALL_DATASETS, derivative_manifest, root_manifest
 
@@ -32,7 +34,8 @@ def line_of(config: ProjectConfig, rel: str, needle: str) -> int:
 def test_project_graph(project: ProjectConfig) -> None:
     graph = graph_of(project)
     assert graph.ok
-    assert isinstance(graph.graph, nx.DiGraph) and nx.is_frozen(graph.graph)
+    with pytest.raises(TypeError, match="read-only"):
+        graph.graph.add_edge("com.example.revenue", "com.example.orders")
     assert set(graph.graph.edges) == {
         ("com.example.orders", "com.example.orders-enriched"),
         ("com.example.customers", "com.example.orders-enriched"),
@@ -187,3 +190,25 @@ def test_broken_manifests_are_nodes_without_inputs(make_project: MakeProject) ->
     graph = graph_of(config)
     assert graph.ok  # the template problem is the manifest's, not the graph's
     assert list(graph.graph.edges) == [("a", "b")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 11), st.integers(0, 11)), max_size=30), st.permutations(range(12)))
+def test_the_order_and_reach_are_networkx_s(edges: list[tuple[int, int]], insertion: list[int]) -> None:
+    """The graph's own order (ties by lower-case name, then insertion) and reach, against networkx's."""
+    names = [f"{'AbCd'[i % 4]}{i}" for i in range(12)]
+    ours, theirs = Digraph(), nx.DiGraph()
+    for i in insertion:
+        ours.add_node(names[i])
+        theirs.add_node(names[i])
+    for u, v in edges:
+        ours.add_edge(names[u], names[v])
+        theirs.add_edge(names[u], names[v])
+    assert ours.edges == list(theirs.edges)
+    if nx.is_directed_acyclic_graph(theirs):
+        assert ours.ordered(str.lower) == tuple(nx.lexicographical_topological_sort(theirs, key=str.lower))
+    else:
+        assert ours.ordered(str.lower) is None
+    for name in names:
+        assert ours.reachable(name) == nx.descendants(theirs, name)
+        assert ours.reachable(name, backwards=True) == nx.ancestors(theirs, name)
