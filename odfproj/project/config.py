@@ -6,7 +6,6 @@ sub-folder of a project; ``--project DIR`` overrides it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -19,6 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import jsonschema
 import yaml
 
 from odfproj.engine.session import SparkSettings
@@ -307,72 +307,17 @@ def check_config_schema(path: Path, data: Mapping[str, Any]) -> None:
     """The shipped JSON Schema (``resources/schemas/odfproj.schema.json``), the one editors use too.
 
     Run after the loader's own checks, which say more precisely what is wrong; this catches the
-    rest (a value of the wrong type), one line naming the key. A configuration that passed is
-    remembered (by its data and the schema's and jsonschema's files) in this user's cache, so an
-    unchanged ``odfproj.yaml`` costs no jsonschema import (about 0.07 s) on every command;
-    ``ODFPROJ_CACHE=off`` validates every time.
+    rest (a value of the wrong type), one line naming the key.
     """
-    passed = _PassedConfigs.open()
-    key = passed.key(data)
-    if key is not None and key in passed.keys:
-        return
     errors = sorted(_config_validator().iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
         error = errors[0]
         where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
         raise ProjectError(f"{path}: {where}: {error.message} (schema odfproj.schema.json)")
-    passed.remember(key)
-
-
-@dataclass(frozen=True)
-class _PassedConfigs:
-    """Keys of the newest configurations that passed the schema, one file for every project (a key is
-    made of the configuration's data itself, so where it was read does not matter)."""
-
-    file: Path | None
-    keys: tuple[str, ...]
-
-    _KEEP = 64
-
-    @classmethod
-    def open(cls) -> _PassedConfigs:
-        from odfproj.project.parse_cache import cache_enabled, read_checked, user_cache_file
-
-        if not cache_enabled(1, 1):
-            return cls(None, ())
-        try:
-            file = user_cache_file("config", Path("/"), ".keys")
-        except (RuntimeError, KeyError):
-            return cls(None, ())
-        body = read_checked(file)
-        return cls(file, tuple(body.decode("ascii", "replace").split()) if body else ())
-
-    def key(self, data: Mapping[str, Any]) -> str | None:
-        if self.file is None:
-            return None
-        from odfproj.project.parse_cache import code_fingerprint
-
-        try:
-            text = json.dumps(data, sort_keys=True, default=repr)
-        except (TypeError, ValueError):
-            return None  # keys of mixed types: validated every time
-        code = code_fingerprint(("resources/schemas",), ("jsonschema",))
-        return hashlib.blake2b(f"{code}\n{text}".encode(), digest_size=20).hexdigest()
-
-    def remember(self, key: str | None) -> None:
-        if self.file is None or key is None or key in self.keys:
-            return
-        from odfproj.project.parse_cache import write_checked
-
-        keys = (*self.keys[-(self._KEEP - 1) :], key)
-        write_checked(self.file, " ".join(keys).encode("ascii"))
 
 
 @cache
-def _config_validator() -> Any:
-    # Imported here: a configuration already known to pass needs no jsonschema (about 0.07 s).
-    import jsonschema
-
+def _config_validator() -> jsonschema.Draft202012Validator:
     text = resources.files("odfproj").joinpath("resources", "schemas", CONFIG_SCHEMA).read_text("utf-8")
     return jsonschema.Draft202012Validator(json.loads(text))
 

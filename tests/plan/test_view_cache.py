@@ -161,4 +161,4 @@ def test_a_small_workspace_is_not_cached(project, built, cache_home, monkeypatch
     built.clear()
     _state(project)
     assert sorted(built) == sorted(FILES)
-    assert not (cache_home / "odfproj" / "plan").exists()
+    assert not (cache_home / "odfproj").exists()
