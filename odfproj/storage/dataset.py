@@ -237,13 +237,10 @@ class Dataset:
         otherwise), and it is what spares an environment rebuilding, for each dataset it pins,
         records production already holds at that very head.
         """
-        file = _info_name(name)
-        for layout in (self.layout, *self.objects.read):
-            try:
-                return (layout.info_dir / file).read_bytes()
-            except FileNotFoundError:
-                continue
-        return None
+        try:
+            return self.info_path(name).read_bytes()
+        except FileNotFoundError:
+            return None
 
     def info_path(self, name: str) -> Path:
         """Where :meth:`read_info` would read ``name`` from now: this folder's file, else the first read
