@@ -15,8 +15,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from odfproj import __version__
 from odfproj.errors import PlanError
 from odfproj.plan.model import (
@@ -82,6 +80,9 @@ def plan_from_data(data: Any, source: str = "plan") -> Plan:
             f"{source}: plan format version {data.get('format_version')!r} is not supported "
             f"(this odfproj writes and reads version {PLAN_FORMAT_VERSION}); make the plan again"
         )
+    # Imported here: only reading a plan file validates one; writing a plan (every `plan`) needs no jsonschema.
+    import jsonschema
+
     errors = sorted(jsonschema.Draft202012Validator(plan_schema()).iter_errors(data), key=lambda e: e.path)
     if errors:
         first = errors[0]

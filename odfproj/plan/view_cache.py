@@ -29,7 +29,7 @@ from typing import Any
 
 from odfproj.plan.apply_record import APPLY_RECORD
 from odfproj.plan.diff import ChainView
-from odfproj.project.parse_cache import (
+from odfproj.project.user_cache import (
     cache_enabled,
     code_fingerprint,
     prune,

@@ -27,36 +27,30 @@ than ``MIN_MANIFESTS`` manifests loads in a few tens of milliseconds and is not 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from dataclasses import dataclass, field
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-import odfproj
 from odfproj.errors import InvalidValueError
 from odfproj.odf.model import DatasetSnapshot
 from odfproj.odf.yaml_codec import from_data, to_data
 from odfproj.project.render import RenderContext, has_jinja
+from odfproj.project.user_cache import (
+    CACHE_ENV,
+    cache_enabled,
+    code_fingerprint,
+    prune,
+    read_checked,
+    user_cache_file,
+    write_checked,
+)
 
-__all__ = [
-    "CACHE_ENV",
-    "MIN_MANIFESTS",
-    "ParseCache",
-    "cache_enabled",
-    "code_fingerprint",
-    "prune",
-    "read_checked",
-    "user_cache_file",
-    "write_checked",
-]
+__all__ = ["CACHE_ENV", "MIN_MANIFESTS", "ParseCache"]
 
-#: ``off`` disables the caches of plan and validate (this one and ``plan.view_cache``).
-CACHE_ENV = "ODFPROJ_CACHE"
 #: Smaller projects load fast enough without it (and leave no file behind).
 MIN_MANIFESTS = 100
 #: Bumped when the file's layout changes.
@@ -64,53 +58,6 @@ FORMAT = 1
 #: The code loading depends on: odfproj's sub-packages, and the libraries that render, parse and validate.
 _CODE = ("odf", "project", "resources/schemas")
 _LIBRARIES = ("jinja2", "yaml", "jsonschema")
-
-
-def cache_enabled(items: int, minimum: int) -> bool:
-    """Whether a cache of ``items`` pays (``minimum`` or more) and is not turned off with ``CACHE_ENV``."""
-    return items >= minimum and os.environ.get(CACHE_ENV, "").strip().lower() not in (
-        "off",
-        "0",
-        "false",
-        "no",
-    )
-
-
-def user_cache_file(area: str, folder: Path, suffix: str) -> Path:
-    """This user's cache file of ``area`` for ``folder`` (resolved), under ``$XDG_CACHE_HOME/odfproj``.
-
-    Raises ``RuntimeError`` or ``KeyError`` when there is no home folder to keep it in.
-    """
-    home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    name = hashlib.blake2b(str(folder).encode(), digest_size=16).hexdigest()
-    return Path(home) / "odfproj" / area / f"{name}{suffix}"
-
-
-def code_fingerprint(subpackages: Sequence[str] = _CODE, libraries: Sequence[str] = _LIBRARIES) -> str:
-    """odfproj's version and the size and mtime of every file of ``subpackages`` and of ``libraries``.
-
-    A stat per file (no reading), so it costs well under a millisecond; any edit or reinstall changes it.
-    """
-    package = Path(odfproj.__file__).parent
-    parts = [f"format {FORMAT}", f"odfproj {odfproj.__version__}"]
-    for folder in subpackages:
-        try:
-            entries = sorted(os.scandir(package / folder), key=lambda e: e.name)
-        except OSError:
-            continue
-        parts.extend(_stat_line(Path(e.path)) for e in entries if e.is_file())
-    for library in libraries:
-        spec = find_spec(library)
-        parts.append(_stat_line(Path(spec.origin)) if spec and spec.origin else f"{library} none")
-    return hashlib.blake2b("\n".join(parts).encode(), digest_size=20).hexdigest()
-
-
-def _stat_line(path: Path) -> str:
-    try:
-        st = path.stat()
-    except OSError:
-        return f"{path} missing"
-    return f"{path} {st.st_size} {st.st_mtime_ns}"
 
 
 def render_fingerprint(context: RenderContext) -> str:
@@ -125,43 +72,6 @@ def render_fingerprint(context: RenderContext) -> str:
     }
     text = json.dumps(inputs, sort_keys=True, default=repr)
     return hashlib.blake2b(text.encode(), digest_size=20).hexdigest()
-
-
-def _digest(body: bytes) -> bytes:
-    return hashlib.blake2b(body, digest_size=32).hexdigest().encode()
-
-
-def read_checked(file: Path) -> bytes | None:
-    """The body of a cache file whose first line is its digest; None when absent, corrupt or truncated."""
-    try:
-        raw = file.read_bytes()
-    except OSError:
-        return None
-    digest, _, body = raw.partition(b"\n")
-    return body if digest == _digest(body) else None
-
-
-def write_checked(file: Path, body: bytes) -> bool:
-    """Write ``body`` behind its digest, to a temporary file renamed over ``file`` (a reader never sees
-    half a file); False when it cannot be written (read-only home, full disk), which only costs time."""
-    tmp = file.with_name(f"{file.name}.{os.getpid()}.tmp")
-    try:
-        file.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(_digest(body) + b"\n" + body)
-        os.replace(tmp, file)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        return False
-    return True
-
-
-def prune(entries: dict[str, Any], keep: Collection[str] | None) -> bool:
-    """Drop the entries not in ``keep`` (none when it is None); whether any was dropped."""
-    stale = set(entries) - set(keep) if keep is not None else set()
-    for key in stale:
-        del entries[key]
-    return bool(stale)
 
 
 @dataclass
@@ -188,7 +98,9 @@ class ParseCache:
             file = user_cache_file("parse", root.resolve(), ".json")
         except (RuntimeError, KeyError):  # no home folder to keep it in
             return cls(Path(), False)
-        cache = cls(file, True, code_fingerprint(), render_fingerprint(context), odf_version)
+        cache = cls(
+            file, True, code_fingerprint(_CODE, _LIBRARIES, FORMAT), render_fingerprint(context), odf_version
+        )
         cache.entries = cache._read()
         return cache
 

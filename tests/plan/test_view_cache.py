@@ -18,9 +18,9 @@ from odfproj.plan import view_cache, workspace_state
 from odfproj.plan.apply_record import APPLY_RECORD
 from odfproj.plan.sources import PlanRequest, plan_project
 from odfproj.plan.workspace_state import WorkspaceState, load_workspace_state
-from odfproj.project import parse_cache
+from odfproj.project import user_cache as cache_files
 from odfproj.project.config import ProjectConfig, load_project
-from odfproj.project.parse_cache import write_checked
+from odfproj.project.user_cache import write_checked
 from odfproj.run.apply import apply_plan
 from odfproj.storage.workspace import Workspace
 from tests import manifests
@@ -36,7 +36,7 @@ FILES = {
 def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "xdg-cache"
     monkeypatch.setenv("XDG_CACHE_HOME", str(home))
-    monkeypatch.delenv(parse_cache.CACHE_ENV, raising=False)
+    monkeypatch.delenv(cache_files.CACHE_ENV, raising=False)
     monkeypatch.setattr(view_cache, "MIN_DATASETS", 1)
     return home
 
@@ -100,11 +100,11 @@ def test_a_new_block_builds_that_view_again(project, built):
 
 
 def _uncached(config: ProjectConfig) -> tuple[Any, ...]:
-    os.environ[parse_cache.CACHE_ENV] = "off"
+    os.environ[cache_files.CACHE_ENV] = "off"
     try:
         state = _state(config)
     finally:
-        del os.environ[parse_cache.CACHE_ENV]
+        del os.environ[cache_files.CACHE_ENV]
     return state.views, state.names, state.total
 
 
@@ -161,4 +161,4 @@ def test_a_small_workspace_is_not_cached(project, built, cache_home, monkeypatch
     built.clear()
     _state(project)
     assert sorted(built) == sorted(FILES)
-    assert not (cache_home / "odfproj").exists()
+    assert not (cache_home / "odfproj" / "plan").exists()

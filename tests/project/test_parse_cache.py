@@ -8,6 +8,7 @@ from the cache or not. The cache's threshold is lowered so that a handful of fil
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 
 import odfproj
 from odfproj.project import manifests as manifests_module
-from odfproj.project import parse_cache
+from odfproj.project import parse_cache, user_cache
 from odfproj.project.config import ProjectConfig, load_project
 from odfproj.project.graph import DatasetGraph
 from odfproj.project.manifests import ProjectManifests, load_manifests
@@ -46,7 +47,7 @@ ENVIRON = {"REGION": "eu"}
 def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "xdg-cache"
     monkeypatch.setenv("XDG_CACHE_HOME", str(home))
-    monkeypatch.delenv(parse_cache.CACHE_ENV, raising=False)
+    monkeypatch.delenv(user_cache.CACHE_ENV, raising=False)
     monkeypatch.setattr(parse_cache, "MIN_MANIFESTS", 1)
     return home
 
@@ -155,7 +156,7 @@ def _forge(cache_home: Path, edit: Callable[[dict[str, Any]], None]) -> None:
     path = _cache_file(cache_home)
     document = json.loads(path.read_bytes().partition(b"\n")[2])
     edit(document)
-    assert parse_cache.write_checked(path, json.dumps(document).encode())
+    assert user_cache.write_checked(path, json.dumps(document).encode())
 
 
 CORRUPTIONS: dict[str, Callable[[Path], None]] = {
@@ -204,20 +205,21 @@ def test_manifests_with_problems_are_parsed_every_time_and_report_the_same_posit
 
 
 def test_the_cache_can_be_turned_off(project, built, cache_home, monkeypatch):
-    monkeypatch.setenv(parse_cache.CACHE_ENV, "off")
+    monkeypatch.setenv(user_cache.CACHE_ENV, "off")
     _, rebuilt = _twice(project, built, dict)
     assert rebuilt == sorted(FILES)
-    assert not (cache_home / "odfproj").exists()
+    assert not (cache_home / "odfproj" / "parse").exists()
 
 
 def test_a_small_project_is_not_cached(project, built, cache_home, monkeypatch):
     monkeypatch.setattr(parse_cache, "MIN_MANIFESTS", len(FILES) + 1)
     _, rebuilt = _twice(project, built, dict)
     assert rebuilt == sorted(FILES)
-    assert not (cache_home / "odfproj").exists()
+    assert not (cache_home / "odfproj" / "parse").exists()
 
 
 def test_an_unwritable_cache_folder_only_costs_time(project, built, cache_home):
+    shutil.rmtree(cache_home, ignore_errors=True)  # what loading the project's configuration kept there
     cache_home.write_text("a file where the cache folder should be")
     first, rebuilt = _twice(project, built, dict)
     assert rebuilt == sorted(FILES)

@@ -8,6 +8,8 @@ import json
 import pytest
 import yaml
 
+from odfproj.project import config as config_module
+from odfproj.project import user_cache as cache_files
 from odfproj.project.config import ProjectError, _config_validator, parse_config
 from odfproj.project.scaffold import scaffold_project
 from tests.conftest import REPO_DIR
@@ -61,3 +63,35 @@ def test_the_scaffold_writes_the_schemas_its_files_point_at(tmp_path):
     packaged = REPO_DIR / "odfproj" / "resources" / "schemas" / "odfproj.schema.json"
     assert (result.root / "schemas" / "odfproj.schema.json").read_bytes() == packaged.read_bytes()
     assert parse_config(result.root, (result.root / "odfproj.yaml").read_text()).name == "new"
+
+
+@pytest.fixture
+def user_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv(cache_files.CACHE_ENV, raising=False)
+    return tmp_path / "cache"
+
+
+def test_a_configuration_that_passed_is_not_validated_again(tmp_path, user_cache, monkeypatch):
+    """What spares every command the jsonschema import: the same data passes from the cache, other
+    data is validated (and refused) as ever, and ODFPROJ_CACHE=off validates every time."""
+    good = "targets:\n  dev:\n    storage_root: .odf\n"
+    parse_config(tmp_path, good)
+    assert list((user_cache / "odfproj" / "config").iterdir())
+
+    def refuse():
+        raise AssertionError("validated again")
+
+    monkeypatch.setattr(config_module, "_config_validator", refuse)
+    parse_config(tmp_path, good)  # from the cache: no validator
+    with pytest.raises(AssertionError, match="validated again"):
+        parse_config(tmp_path, "targets:\n  dev:\n    storage_root: other\n")
+    monkeypatch.setenv(cache_files.CACHE_ENV, "off")
+    with pytest.raises(AssertionError, match="validated again"):
+        parse_config(tmp_path, good)
+
+
+def test_a_cached_pass_never_lets_a_wrong_value_through(tmp_path, user_cache):
+    parse_config(tmp_path, "targets:\n  dev:\n    storage_root: .odf\n")
+    with pytest.raises(ProjectError, match="storage_root: 3 is not of type 'string'"):
+        parse_config(tmp_path, "targets:\n  dev:\n    storage_root: 3\n")
