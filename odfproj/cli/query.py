@@ -42,7 +42,7 @@ def query(
     project: Path | None = typer.Option(None, "--project", help=PROJECT_HELP, metavar="DIR"),
 ) -> None:
     """Show a dataset's rows: its current state (datasets with a primary key) or its changelog."""
-    from odfproj.odf.data_schema import Vocab
+    from odfproj.odf.vocab import Vocab
     from odfproj.state.dataset_index import primary_key_of
     from odfproj.state.read import read_changelog, read_state
     from odfproj.storage.errors import IntegrityError

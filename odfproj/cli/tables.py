@@ -59,7 +59,7 @@ def print_table(table: pa.Table, output_format: QueryFormat, *, op_column: str |
 
 
 def _op(value: object) -> str:
-    from odfproj.odf.data_schema import Op
+    from odfproj.odf.vocab import Op
 
     try:
         return Op(value).code  # type: ignore[arg-type]

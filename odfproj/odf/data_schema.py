@@ -12,23 +12,38 @@ the standard names; :class:`Vocab` is the one place that maps between the two.
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import UTC, date, datetime
-
 import pyarrow as pa
 
-from odfproj.odf import model
-from odfproj.odf.timestamps import to_utc
+from odfproj.odf.vocab import (
+    EVENT_TIME,
+    OFFSET,
+    OP,
+    SYSTEM_COLUMNS,
+    SYSTEM_TIME,
+    Op,
+    Vocab,
+    watermark_of,
+)
 
-OFFSET = "offset"
-OP = "op"
-SYSTEM_TIME = "system_time"
-EVENT_TIME = "event_time"
-
-#: System columns in the order they lead every data file.
-SYSTEM_COLUMNS = (OFFSET, OP, SYSTEM_TIME, EVENT_TIME)
+__all__ = [
+    "EVENT_TIME",
+    "GEOMETRY_ATTRIBUTE",
+    "GEOMETRY_ENCODING",
+    "OFFSET",
+    "OFFSET_TYPE",
+    "OP",
+    "OP_TYPE",
+    "SYSTEM_COLUMNS",
+    "SYSTEM_TIME",
+    "TIMESTAMP_TYPE",
+    "Op",
+    "Vocab",
+    "event_time_column",
+    "geometry_field",
+    "is_geometry_field",
+    "system_fields",
+    "watermark_of",
+]
 
 OFFSET_TYPE = pa.int64()
 OP_TYPE = pa.int32()
@@ -58,19 +73,6 @@ def geometry_field(field: pa.Field) -> pa.Field:
     return field.with_metadata(metadata)
 
 
-class Op(enum.IntEnum):
-    """Operation type of a record (spec: Representation of Retractions and Corrections)."""
-
-    APPEND = 0  # +A
-    RETRACT = 1  # -R
-    CORRECT_FROM = 2  # -C, carries the old values
-    CORRECT_TO = 3  # +C, carries the new values; immediately follows its -C
-
-    @property
-    def code(self) -> str:
-        return ("+A", "-R", "-C", "+C")[self.value]
-
-
 def system_fields(vocab: Vocab | None = None) -> list[pa.Field]:
     """Arrow fields of the system columns (event_time nullable only in name: ingest always sets it).
 
@@ -90,64 +92,3 @@ def event_time_column(values: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | p
     if pa.types.is_date(values.type):
         return values.cast(pa.date32())
     return values.cast(TIMESTAMP_TYPE, safe=False)
-
-
-def watermark_of(latest: datetime | date | None) -> datetime | None:
-    """The watermark a maximum event time means: a date counts from its midnight UTC."""
-    if latest is None:
-        return None
-    if not isinstance(latest, datetime):
-        return datetime(latest.year, latest.month, latest.day, tzinfo=UTC)
-    return to_utc(latest)
-
-
-@dataclass(frozen=True, slots=True)
-class Vocab:
-    """The system column names in the dataset's files (``SetVocab``, defaults from the spec)."""
-
-    offset: str = OFFSET
-    op: str = OP
-    system_time: str = SYSTEM_TIME
-    event_time: str = EVENT_TIME
-
-    @classmethod
-    def of(cls, vocab: model.SetVocab | None) -> Vocab:
-        if vocab is None:
-            return cls()
-        return cls(
-            vocab.offset_column or OFFSET,
-            vocab.operation_type_column or OP,
-            vocab.system_time_column or SYSTEM_TIME,
-            vocab.event_time_column or EVENT_TIME,
-        )
-
-    def to_file(self) -> dict[str, str]:
-        """Standard name -> name in the files."""
-        return {OFFSET: self.offset, OP: self.op, SYSTEM_TIME: self.system_time, EVENT_TIME: self.event_time}
-
-    def to_standard(self) -> dict[str, str]:
-        """Name in the files -> standard name, for the system columns the vocabulary renames."""
-        return {actual: standard for standard, actual in self.to_file().items() if actual != standard}
-
-    def standard_names(self, names: Sequence[str]) -> tuple[str, ...]:
-        """``names`` as the file calls them (a merge key, compared columns) under the standard names.
-
-        ``primaryKey: [PID, REPORT_YEAR]`` with ``eventTimeColumn: REPORT_YEAR`` is a key on the event
-        time: internally that column is ``event_time``.
-        """
-        renames = self.to_standard()
-        return tuple(renames.get(n, n) for n in names)
-
-    def clash(self, columns: Sequence[str]) -> str | None:
-        """A user column that would collide with a system column once renamed, or ``None``.
-
-        With ``eventTimeColumn: date`` a user column called ``event_time`` cannot be told apart
-        from the event time under the standard names.
-        """
-        renamed = set(self.to_standard())
-        for name in columns:
-            if name in renamed:
-                continue
-            if name in self.to_standard().values():
-                return name
-        return None

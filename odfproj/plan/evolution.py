@@ -9,12 +9,12 @@ lives in ``plan.queries``, which applies :func:`schema_change` to what the engin
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from odfproj.errors import InvalidValueError
-from odfproj.odf.ddl import parse_ddl_schema
-from odfproj.odf.schema_diff import diff_columns
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,9 @@ OK = Verdict(True)
 
 def schema_change(old: pa.Schema, new: pa.Schema, what: str) -> Verdict:
     """Only added columns are allowed (the rule and its words: :func:`odfproj.odf.schema_diff.diff_columns`)."""
+    # The schema modules import pyarrow (0.1 s), which a plan with no changed schema never needs.
+    from odfproj.odf.schema_diff import diff_columns
+
     reasons = tuple(f"{what} {problem}" for problem in diff_columns(old, new).problems())
     return Verdict(not reasons, reasons)
 
@@ -38,6 +41,8 @@ def _read_schema(event: object) -> pa.Schema | None:
     columns = getattr(read, "schema", None)
     if not columns:
         return None
+    from odfproj.odf.ddl import parse_ddl_schema
+
     try:
         return parse_ddl_schema(list(columns))
     except InvalidValueError:

@@ -6,8 +6,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from odfproj.odf import model
 from odfproj.plan.diff import ChainView, diff_dataset, fold
@@ -15,6 +14,9 @@ from odfproj.plan.model import Action, AppendDefinitions, DataStep, InputName, P
 from odfproj.plan.queries import QueryChecker, check_queries
 from odfproj.plan.renames import PlannedRenames
 from odfproj.plan.work import data_step
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)

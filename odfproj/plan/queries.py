@@ -19,16 +19,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-import pyarrow as pa
-
 from odfproj.engine.errors import InvalidQueryError
 from odfproj.odf import model
-from odfproj.odf.data_schema import OFFSET, OP, SYSTEM_TIME, Vocab
+from odfproj.odf.vocab import OFFSET, OP, SYSTEM_TIME, Vocab
 from odfproj.plan import evolution
 from odfproj.plan.diff import ChainView, fold
 from odfproj.plan.model import Action, AppendDefinitions, OutputSchema
 
-if TYPE_CHECKING:  # the query modes and dialects pull in sqlglot: only a plan that checks a query needs them
+if (
+    TYPE_CHECKING
+):  # the query modes and dialects pull in sqlglot, pyarrow 0.1 s: only a plan that checks a query needs them
+    import pyarrow as pa
+
     from odfproj.transform.modes import CheckedQuery, QueryMode
 
 

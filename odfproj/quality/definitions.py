@@ -33,8 +33,7 @@ from typing import Any
 
 from odfproj.errors import InvalidValueError, ManifestError
 from odfproj.odf import model
-from odfproj.odf.data_schema import Vocab
-from odfproj.odf.ddl import parse_ddl_schema
+from odfproj.odf.vocab import Vocab
 from odfproj.odf.yaml_source import Path as DocPath
 from odfproj.odf.yaml_source import Problem, SourceMap, load_yaml_document
 from odfproj.project.config import ProjectConfig
@@ -181,6 +180,8 @@ def known_columns(snapshot: model.DatasetSnapshot | None) -> frozenset[str] | No
     if not sources:
         return None
     columns = {vocab.event_time.lower()}
+    from odfproj.odf.ddl import parse_ddl_schema  # pyarrow (0.1 s): only when a test names a root's columns
+
     for source in sources:
         schema = getattr(source.read, "schema", None)
         if source.preprocess is not None or not schema:

@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from odfproj.odf import model
-from odfproj.odf.data_schema import Vocab
+from odfproj.odf.vocab import Vocab
 from odfproj.plan.sources import load_workspace_state
 from odfproj.run.run import RUN_RESULTS_FILE
 from odfproj.state.dataset_index import open_state_index

@@ -26,18 +26,18 @@ Rules (ODF 0.35 "Metadata Chain", "Metadata Reference", RFC-014, "Schema Evoluti
 from __future__ import annotations
 
 from collections.abc import Iterable
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from odfproj.errors import InvalidValueError, SerializationError
 from odfproj.odf import model
 from odfproj.odf.identity import DatasetId
 from odfproj.odf.multiformats import Multihash
-from odfproj.odf.odf_schema import arrow_schema_of
-from odfproj.odf.schema_diff import diff_schemas
 from odfproj.odf.timestamps import format_rfc3339
 from odfproj.storage.errors import ChainInvariantError
 from odfproj.storage.projection import ChainProjection, InputPosition, advance, event_kind
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["append_block", "check_block", "replay", "schema_evolution_problem"]
 
@@ -222,6 +222,9 @@ def _check_execute_transform(
 
 
 def _check_schema(p: ChainProjection, block: model.MetadataBlock, event: model.SetDataSchema) -> None:
+    # The schema modules import pyarrow (0.1 s): only a chain that gains a schema block needs them.
+    from odfproj.odf.odf_schema import arrow_schema_of
+
     try:
         new = arrow_schema_of(event)
     except SerializationError as e:
@@ -241,6 +244,8 @@ def schema_evolution_problem(old: pa.Schema | None, new: pa.Schema) -> str | Non
     """
     if old is None:
         return None
+    from odfproj.odf.schema_diff import diff_schemas
+
     problems = diff_schemas(old, new).problems()
     return f"the new schema {problems[0]}" if problems else None
 

@@ -12,12 +12,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
-from types import EllipsisType
+from types import EllipsisType, ModuleType
+from typing import TYPE_CHECKING
 
 from odfproj.errors import InvalidValueError, SerializationError
 from odfproj.odf import model
-from odfproj.odf.flatbuffers_codec import block_hash as hash_block_bytes
-from odfproj.odf.flatbuffers_codec import decode_block, decode_manifest, encode_block
 from odfproj.odf.identity import DatasetId
 from odfproj.odf.multiformats import Multihash
 from odfproj.odf.timestamps import to_utc
@@ -35,14 +34,18 @@ from odfproj.storage.fsutil import replace_atomic
 from odfproj.storage.head import read_head
 from odfproj.storage.layout import PROJECTION_CACHE, DatasetLayout
 from odfproj.storage.locks import LockHolder, file_lock
-from odfproj.storage.objects import (
-    DescribedDataFile,
-    checkpoint_file_problem,
-    data_file_problem,
-    described_file_problem,
-    staged_physical_hash,
-)
 from odfproj.storage.projection import DATA_EVENTS, ChainProjection, ProjectionMemo
+
+if TYPE_CHECKING:
+    from odfproj.storage.objects import DescribedDataFile
+
+
+def _codec() -> ModuleType:
+    """The block codec, imported on first use: the flatbuffers library imports numpy (0.08 s), and a
+    handle whose chain state comes from its cached projection (every unchanged plan) decodes no block."""
+    from odfproj.odf import flatbuffers_codec
+
+    return flatbuffers_codec
 
 
 class Dataset:
@@ -93,7 +96,7 @@ class Dataset:
         head = head or self.head()
         if head is None:
             raise StorageError(f"dataset {self.name}: {self.layout.head_ref} is missing (not a dataset)")
-        return decode_manifest(self.read_block_bytes(head))[1]
+        return _codec().decode_manifest(self.read_block_bytes(head))[1]
 
     def read_block_bytes(self, block_hash: Multihash) -> bytes:
         """The stored manifest bytes of a block, checked against the hash that names them."""
@@ -102,14 +105,14 @@ class Dataset:
             data = path.read_bytes()
         except FileNotFoundError:
             raise IntegrityError(f"{path}: block {block_hash} is missing") from None
-        if hash_block_bytes(data) != block_hash:
+        if _codec().block_hash(data) != block_hash:
             raise IntegrityError(f"{path}: block content does not match its hash (file corrupted)")
         return data
 
     def get_block(self, block_hash: Multihash) -> model.MetadataBlock:
         path = self.objects.block_path(block_hash)
         try:
-            block, _version = decode_block(self.read_block_bytes(block_hash))
+            block, _version = _codec().decode_block(self.read_block_bytes(block_hash))
         except SerializationError as e:
             raise IntegrityError(f"{path}: cannot decode block: {e}") from None
         return block
@@ -384,13 +387,13 @@ class Dataset:
                     event=event,
                 )
                 try:
-                    data = encode_block(block, version=version)
+                    data = _codec().encode_block(block, version=version)
                 except (TypeError, ValueError, OverflowError, SerializationError) as e:
                     raise InvalidValueError(
                         f"dataset {self.name}: cannot encode block {block.sequence_number} "
                         f"({type(event).__name__}): {e}"
                     ) from None
-                block_hash = hash_block_bytes(data)
+                block_hash = _codec().block_hash(data)
                 try:
                     projection = append_block(projection, block_hash, block)
                 except ChainInvariantError as e:
@@ -419,6 +422,16 @@ class Dataset:
 
         Given files go into this dataset's own folder; a referenced one may be found in a read area.
         """
+        # Imported here: the checks read Parquet (pyarrow, 0.1 s), which a handle that only reads
+        # its chain (every plan) never needs.
+        from odfproj.storage.objects import (
+            DescribedDataFile,
+            checkpoint_file_problem,
+            data_file_problem,
+            described_file_problem,
+            staged_physical_hash,
+        )
+
         kinds = (
             ("data", "newData", "data_file", data_files, self.layout.data_path, data_file_problem),
             (

@@ -24,19 +24,17 @@ from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from odfproj.errors import InvalidValueError, SerializationError
 from odfproj.odf import model
-from odfproj.odf.arrow_schema import decode_arrow_schema
-from odfproj.odf.ddl import format_ddl_schema
 from odfproj.odf.identity import DatasetId
 from odfproj.odf.multiformats import Multihash
-from odfproj.odf.odf_schema import arrow_schema_bytes
 from odfproj.odf.timestamps import format_rfc3339, parse_rfc3339
 from odfproj.odf.yaml_codec import from_data, to_data
+
+if TYPE_CHECKING:  # the schema modules import pyarrow (0.1 s), which reading a chain's state never needs
+    import pyarrow as pa
 
 #: Bumped whenever the JSON layout changes; a cache of another format is simply rebuilt.
 PROJECTION_FORMAT = 1
@@ -119,10 +117,14 @@ class ChainProjection:
     @cached_property
     def arrow_schema(self) -> pa.Schema | None:
         """The current data schema, decoded once per projection object."""
+        from odfproj.odf.arrow_schema import decode_arrow_schema
+
         return decode_arrow_schema(self.schema) if self.schema is not None else None
 
     def schema_ddl(self) -> list[str] | None:
         """The current data schema as DDL column entries (as manifests write it)."""
+        from odfproj.odf.ddl import format_ddl_schema
+
         schema = self.arrow_schema
         return format_ddl_schema(schema) if schema is not None else None
 
@@ -295,12 +297,22 @@ def _with_data_event(p: ChainProjection, event: model.AddData | model.ExecuteTra
     return dataclasses.replace(p, **changes)
 
 
+def _schema_bytes(event: model.SetDataSchema) -> bytes:
+    """The stored Arrow form of the schema. A 0.35 block carries those bytes; only the newer ODF form is
+    converted, by ``odf_schema`` (which imports pyarrow: 0.1 s that reading a 0.35 chain never needs)."""
+    if event.schema is not None:
+        return event.schema
+    from odfproj.odf.odf_schema import arrow_schema_bytes
+
+    return arrow_schema_bytes(event)
+
+
 def _with_definition(p: ChainProjection, definition: DefinitionEvent) -> ChainProjection:
     event = definition.event
     changes: dict[str, Any] = {"definition_events": (*p.definition_events, definition)}
     match event:
         case model.SetDataSchema():
-            changes["schema"] = arrow_schema_bytes(event)
+            changes["schema"] = _schema_bytes(event)
         case model.SetPollingSource():
             changes["set_polling_source"] = event
         case model.DisablePollingSource():
