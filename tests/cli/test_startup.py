@@ -38,7 +38,7 @@ from odfproj.remote.store import open_store
 from odfproj.remote.workspace import acquire_lock
 from odfproj.storage.workspace import Workspace
 from tests.cli_inprocess import run_main_split
-from tests.security.project_helpers import ROOT_MANIFEST
+from tests.security.project_helpers import INFO_MANIFEST, ROOT_MANIFEST
 from tests.storage.helpers.chains import BASE_TIME, Writer, set_schema
 
 #: The JVM's Python side: a command that needs no JVM imports neither.
@@ -306,6 +306,29 @@ def test_plan_of_an_ingested_files_glob_root_imports_no_ingest_pipeline(
     assert "odfproj.ingest.fetch" in ran.modules
     assert "odfproj.ingest.pipeline" not in ran.modules and "odfproj.engine.spark" not in ran.modules
     assert ran.imported_any(SPARK) == []
+
+
+def test_an_unchanged_plan_and_no_op_run_import_no_data_library(tmp_path: Path) -> None:
+    """What an unchanged project's ``plan`` and no-op ``run`` need is the manifests and the chains'
+    state: no Arrow (its schemas are decoded only for a changed query or schema), no numpy (which the
+    flatbuffers library imports, for a block that is not decoded), no jsonschema (the configuration
+    passed before) and no pydantic (typer's coercion before 0.29). A project of 20 manifests: the size
+    from which manifests and chain views are remembered."""
+    folder = tmp_path / "proj"
+    (folder / "datasets").mkdir(parents=True)
+    (folder / "odfproj.yaml").write_text("name: demo\n", encoding="utf-8")
+    for i in range(20):
+        (folder / "datasets" / f"root{i}.yaml").write_text(  # push sources nothing pushed to: a no-op run
+            INFO_MANIFEST.format(name=f"com.example.root{i}", description=f"root {i}"), encoding="utf-8"
+        )
+    cache = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    applied = odfproj("apply", "--auto-approve", cwd=folder, scratch=tmp_path, **cache)
+    assert applied.code == 0, applied.stdout + applied.stderr
+    odfproj("plan", cwd=folder, scratch=tmp_path, **cache)  # the first plan after apply remembers
+    for args, says in ((("plan",), "No changes"), (("run",), "20 skipped")):
+        ran = odfproj(*args, cwd=folder, scratch=tmp_path, **cache)
+        assert ran.code == 0 and says in ran.stdout, ran.stdout + ran.stderr
+        assert ran.imported_any(("pyarrow", "numpy", "jsonschema", "pydantic", *SPARK)) == []
 
 
 def test_plan_on_the_warm_engine_with_no_query_to_check_imports_no_spark(
