@@ -6,9 +6,10 @@ click way instead, once for every command: a flag shows nothing, a choice its ch
 other value without an explicit ``metavar`` its parameter's name in capitals (``DATASET``,
 ``LIMIT``). Options whose name says little set a ``metavar`` where they are defined.
 
-They also give ``--help`` the value ``False`` when it is not given, as any flag has: typer coerces
-every value but a flag's ``True``/``False`` with pydantic, which the help option's ``None`` would
-import for ``odfproj COMMAND --help`` too (about 0.07 s of its start; bench/bench_startup.py).
+They also give ``--help`` the value ``False`` when it is not given, as any flag has: typer 0.29 and
+later coerce every value but a flag's ``True``/``False`` with pydantic, which the help option's
+``None`` would import for ``odfproj COMMAND --help`` too (about 0.07 s of its start;
+bench/bench_startup.py). pyproject.toml keeps typer below 0.29 for the commands themselves.
 """
 
 from __future__ import annotations
