@@ -7,8 +7,8 @@ re-ordered appends nothing, and an update appends exactly the events whose value
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from odfproj.odf import model
@@ -53,8 +53,9 @@ class ChainView:
     foreign_events: tuple[str, ...] = ()
     #: End offset of the last data slice (None: no data yet).
     last_offset: int | None = None
-    #: For a derivative: per input ``did:odf``, the last input offset it has consumed.
-    input_offsets: Mapping[str, int | None] = field(default_factory=dict)
+    #: For a derivative: per input ``did:odf``, the last input offset it has consumed (pairs, so that
+    #: the view stays immutable and is unpickled from the plan's cache as it was pickled).
+    input_offsets: tuple[tuple[str, int | None], ...] = ()
     #: The current ``SetDataSchema`` as stored (FlatBuffers bytes); None before the first data.
     schema_bytes: bytes | None = None
     #: The polling source's state as the last ``AddData`` recorded it (None: never ingested).
@@ -76,15 +77,23 @@ class ChainView:
         return decode_arrow_schema(self.schema_bytes) if self.schema_bytes is not None else None
 
 
+#: The slot of each definition event's type (a push source's slot is per source name, see ``event_key``).
+#: Looked up by exact type: the model's event classes have no subclasses, and a plan of 10,000 datasets
+#: asks this 100,000 times, where a chain of isinstance checks took half a second.
+_SLOTS: dict[type, str] = {
+    **{kind: kind.__name__ for kind in DEFINITION_EVENTS},
+    model.DisablePollingSource: "SetPollingSource",
+}
+_PUSH_SLOTS = (model.AddPushSource, model.DisablePushSource)
+_DISABLING = (model.DisablePollingSource, model.DisablePushSource)
+
+
 def event_key(event: Any) -> str | None:
     """The slot an event fills: a new event with the same key replaces the old one."""
-    if isinstance(event, model.SetPollingSource | model.DisablePollingSource):
-        return "SetPollingSource"
-    if isinstance(event, model.AddPushSource | model.DisablePushSource):
+    kind = type(event)
+    if kind in _PUSH_SLOTS:
         return f"AddPushSource[{(event.source_name or '').lower()}]"
-    if isinstance(event, DEFINITION_EVENTS):
-        return type(event).__name__
-    return None
+    return _SLOTS.get(kind)
 
 
 def fold(events: Iterable[Any]) -> dict[str, Any]:
@@ -94,7 +103,7 @@ def fold(events: Iterable[Any]) -> dict[str, Any]:
         key = event_key(event)
         if key is None:
             continue
-        if isinstance(event, model.DisablePollingSource | model.DisablePushSource):
+        if type(event) in _DISABLING:
             state.pop(key, None)
         else:
             state[key] = event

@@ -3,9 +3,10 @@
 Building a view reads the head, the projection cache (JSON, parsed into model events), the apply record
 and the update record: about a third of a millisecond per dataset, a third of a second per thousand.
 A view is a function of the chain at its head and of those two ``info/`` records, so it is remembered
-under a stamp of the head's bytes and the records' size, mtime and inode; a stamp that differs in any
-way (a commit, an apply, a run, a restore from backup) builds the view again. Reading a stamp is one
-small read and two ``stat`` calls.
+under a stamp of the size, mtime and inode of the head reference and of the records; a stamp that differs
+in any way (a commit, an apply, a run, a restore from backup) builds the view again. A commit replaces
+``refs/head`` with a new file (``storage.head.swap_head``), so its inode and mtime change even when the
+new hash is as long as the old. Reading a stamp is three ``stat`` calls, no file opened.
 
 The cache is this user's (``$XDG_CACHE_HOME/odfproj/plan/``, one file per workspace folder), never the
 workspace's: planning writes nothing into the workspace. It is a pickle, headed by a digest of its body,
@@ -24,7 +25,6 @@ import pickle
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 from odfproj.plan.apply_record import APPLY_RECORD
@@ -50,7 +50,7 @@ _CODE = ("odf", "plan", "storage", "ingest")
 #: Value types a view holds besides odfproj's own dataclasses and enums.
 _VALUE_TYPES = {("datetime", "datetime"), ("datetime", "timezone"), ("datetime", "timedelta")}
 
-Stamp = tuple[bytes, tuple[int, ...] | None, tuple[int, ...] | None]
+Stamp = tuple[tuple[int, ...], tuple[int, ...] | None, tuple[int, ...] | None]
 
 
 class _ViewUnpickler(pickle.Unpickler):
@@ -109,10 +109,8 @@ class ViewCache:
 
     def stamp(self, dataset: Dataset) -> Stamp | None:
         """What the dataset's view depends on, as cheaply as it can be read; None when unreadable."""
-        try:
-            with open(dataset.layout.head_ref, "rb") as ref:
-                head = ref.read()
-        except OSError:
+        head = _file_stamp(str(dataset.layout.head_ref))
+        if head is None:
             return None
         if dataset.objects.read:  # an environment's dataset: its records may be production's (read_info)
             return (
@@ -131,14 +129,12 @@ class ViewCache:
         entry = self.entries.get(key)
         if not self.enabled or stamp is None or entry is None or entry[0] != stamp:
             return None
-        view = entry[1]
-        return dataclasses.replace(view, input_offsets=MappingProxyType(view.input_offsets))
+        return entry[1]
 
     def put(self, key: str, stamp: Stamp | None, view: ChainView) -> None:
         if not self.enabled or stamp is None:
             return
-        # A mapping proxy cannot be pickled: the entry keeps a plain dict, handed out read-only.
-        self.entries[key] = (stamp, dataclasses.replace(view, input_offsets=dict(view.input_offsets)))
+        self.entries[key] = (stamp, view)
         self.changed = True
 
     def save(self, keep: Collection[str] | None = None) -> None:

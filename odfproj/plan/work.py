@@ -72,7 +72,7 @@ def _inputs(
     name: str, transform: model.SetTransform, views: Mapping[str, ChainView]
 ) -> tuple[TransformInput, ...]:
     own = views.get(name.lower())
-    consumed = own.input_offsets if own is not None else {}
+    consumed = dict(own.input_offsets) if own is not None else {}
     inputs = []
     for inp in transform.inputs:
         ref = inp.dataset_ref

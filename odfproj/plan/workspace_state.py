@@ -43,15 +43,14 @@ def load_workspace_state(root: Path, names: Collection[str] | None = None) -> Wo
         return WorkspaceState({}, ())
     from odfproj.storage.workspace import Workspace
 
-    workspace = Workspace(root)
     wanted = None if names is None else {n.lower() for n in names}
-    listed = workspace.list_datasets()
-    read = tuple(n for n in listed if wanted is None or n.lower() in wanted)
+    handles = Workspace(root).read_handles()
+    listed = [dataset.name for dataset in handles]
+    read = tuple(d for d in handles if wanted is None or d.name.lower() in wanted)
     views: dict[str, ChainView] = {}
     cache = ViewCache.open(root, len(listed))
-    for name in read:
-        dataset = workspace.open(name, recover=False)
-        key = name.lower()
+    for dataset in read:
+        key = dataset.name.lower()
         stamp = cache.stamp(dataset)
         view = cache.get(key, stamp)
         if view is None:
@@ -59,7 +58,7 @@ def load_workspace_state(root: Path, names: Collection[str] | None = None) -> Wo
             cache.put(key, stamp, view)
         views[key] = view
     cache.save(keep=[n.lower() for n in listed] if names is None else None)
-    return WorkspaceState(MappingProxyType(views), read, len(listed))
+    return WorkspaceState(MappingProxyType(views), tuple(d.name for d in read), len(listed))
 
 
 def _view_of(dataset: Dataset) -> ChainView:
@@ -81,9 +80,7 @@ def _view_of(dataset: Dataset) -> ChainView:
         definition_events=tuple(d.event for d in projection.definition_events),
         foreign_events=foreign,
         last_offset=projection.last_offset,
-        input_offsets=MappingProxyType(
-            {did.as_did_str(): pos.new_offset for did, pos in projection.inputs.items()}
-        ),
+        input_offsets=tuple((did.as_did_str(), pos.new_offset) for did, pos in projection.inputs.items()),
         schema_bytes=projection.schema,
         last_update=read_update_record(dataset, projection) if projection.set_transform else None,
         block_version=dataset.block_version(projection.head),
