@@ -130,7 +130,6 @@ def _table_from_data(spec: TableSpec, data: Any, path: str, *, tagged: bool) -> 
             raise InvalidValueError(f"unknown field {key!r} in {spec.name}{_where(path)} (expected: {known})")
     kwargs: dict[str, Any] = {}
     for f in spec.fields:
-        sub = f"{path}.{f.yaml}" if path else f.yaml
         raw = data.get(f.yaml)
         if raw is None:
             if f.required:
@@ -139,6 +138,7 @@ def _table_from_data(spec: TableSpec, data: Any, path: str, *, tagged: bool) -> 
         if f.kind == "string" and not f.vector and isinstance(raw, str):
             kwargs[f.name] = raw  # the commonest field, without building its path for an error
             continue
+        sub = f"{path}.{f.yaml}" if path else f.yaml  # only for a field that is there: most are not
         if f.vector:
             if not isinstance(raw, list):
                 raise InvalidValueError(f"field {sub!r} must be a list, got {_describe(raw)}")
