@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from odfproj import __version__
 from odfproj.engine.session import SparkSessionHolder
 from odfproj.errors import OdfprojError
+from odfproj.odf.identity import DatasetId
 from odfproj.odf.timestamps import format_rfc3339
 from odfproj.plan.diff import ChainView
 from odfproj.plan.model import Action, DataStep, Ingest, Plan, Transform
@@ -313,6 +314,10 @@ def run_project(
             log.info("%s", applied.summary())
         else:
             check_plan(plan, workspace)
+        # The plan read every chain's id: derivatives resolve their inputs from that, not by a scan.
+        workspace.remember_ids(
+            {DatasetId.from_did_str(v.dataset_id): name for name, v in snapshot.state.views.items()}
+        )
         # In an environment only forked and created datasets are computed; the rest are production's,
         # read at their pinned heads, and are not part of this run.
         selected = tuple(s.dataset for s in plan.definitions if s.action is not Action.ORPHAN)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -403,6 +403,14 @@ class Workspace:
             if found is not None:
                 return found
         return self._open_if_id(self._scan_ids(), dataset_id)
+
+    def remember_ids(self, names: Mapping[DatasetId, str]) -> None:
+        """Start ``find_by_id`` from ids the caller has already read (a plan's views of the chains),
+        instead of a scan of every dataset at the first lookup. Safe with any map: a hit is checked
+        against the dataset's own id and a miss rescans."""
+        with self._ids_lock:
+            if self._names_by_id is None:
+                self._names_by_id = dict(names)
 
     def _open_if_id(self, names: dict[DatasetId, str], dataset_id: DatasetId) -> Dataset | None:
         name = names.get(dataset_id)

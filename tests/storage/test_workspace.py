@@ -158,3 +158,20 @@ def test_find_by_id_follows_creates_and_deletes(workspace: Workspace) -> None:
     assert workspace.find_by_id(second).name == "prices"
     other = Workspace(workspace.root).create("volumes", model.DatasetKind.Root)  # made by another handle
     assert workspace.find_by_id(other.dataset_id).name == "volumes"
+
+
+def test_ids_a_caller_remembers_spare_the_scan_and_a_wrong_one_costs_only_a_scan(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run hands the ids its plan read to the workspace, so its first input lookup scans nothing."""
+    prices = workspace.create("prices", model.DatasetKind.Root).dataset_id
+    volumes = workspace.create("volumes", model.DatasetKind.Root).dataset_id
+    reader = Workspace(workspace.root)
+    reader.remember_ids({prices: "prices", volumes: "prices"})  # the second is wrong
+    scans = []
+    real_scan = reader._scan_ids
+    monkeypatch.setattr(reader, "_scan_ids", lambda: scans.append(1) or real_scan())
+    assert reader.find_by_id(prices).name == "prices"
+    assert scans == []  # found from what was remembered
+    assert reader.find_by_id(volumes).name == "volumes"  # the wrong hint checked, then a scan
+    assert scans == [1]
