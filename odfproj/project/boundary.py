@@ -59,13 +59,16 @@ def path_refusal(path: Path, root: Path, resolve: Callable[[Path], Path] = Path.
         resolved = resolve(path)
     except (OSError, RuntimeError):  # a symlink loop
         return "refused: a symlink loop"
-    try:
-        inside = resolved.relative_to(root).parts  # what is_relative_to does, once
-    except ValueError:
+    # Compared as text (both are resolved, absolute and normal): a plan of ten thousand manifests
+    # judges each, and Path.relative_to would build three Paths a file.
+    text, base = os.fspath(resolved), os.fspath(root)
+    prefix = base if base.endswith(os.sep) else base + os.sep
+    if text != base and not text.startswith(prefix):
         via = " through a symlink" if path.absolute().is_relative_to(root) else ""
         return f"refused: resolves outside the project folder{via}; only files inside it are read"
-    if inside and inside[0] in PRIVATE_DIRS:
-        return f"refused: resolves into {inside[0]}/, which the project never reads"
+    first = text[len(prefix) :].split(os.sep, 1)[0] if text != base else ""
+    if first in PRIVATE_DIRS:
+        return f"refused: resolves into {first}/, which the project never reads"
     return None
 
 
