@@ -20,12 +20,9 @@ import struct
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import flatbuffers
-from flatbuffers import number_types as N
-from flatbuffers.table import Table
-
 from odfproj.errors import SerializationError
 from odfproj.odf import model
+from odfproj.odf.flatbuffers_reader import Table
 from odfproj.odf.identity import DatasetId
 from odfproj.odf.multiformats import Multicodec, Multihash
 from odfproj.odf.schema_types import SCALAR_WIDTH, FieldSpec, TableSpec
@@ -33,19 +30,6 @@ from odfproj.odf.schema_types import SCALAR_WIDTH, FieldSpec, TableSpec
 SUPPORTED_BLOCK_VERSIONS = (2, 3)
 DEFAULT_BLOCK_VERSION = 2
 
-_FLAGS = {
-    "bool": N.BoolFlags,
-    "uint8": N.Uint8Flags,
-    "int8": N.Int8Flags,
-    "uint16": N.Uint16Flags,
-    "int16": N.Int16Flags,
-    "uint32": N.Uint32Flags,
-    "int32": N.Int32Flags,
-    "uint64": N.Uint64Flags,
-    "int64": N.Int64Flags,
-    "float32": N.Float32Flags,
-    "float64": N.Float64Flags,
-}
 _TIMESTAMP_SIZE = 16
 _UNION_TYPE_IDS = {
     table: (i + 1) for spec in model.UNIONS.values() for i, (_tag, table) in enumerate(spec.variants)
@@ -57,9 +41,28 @@ _UNION_TYPE_IDS = {
 
 
 class _Encoder:
+    """Writes with the flatbuffers library's ``Builder``, imported here: it imports numpy (0.08 s),
+    which a command that only reads blocks never needs (reading: ``odf.flatbuffers_reader``)."""
+
     def __init__(self, timestamp_alignment: int) -> None:
+        import flatbuffers
+        from flatbuffers import number_types
+
         self.b = flatbuffers.Builder(1024)
         self.timestamp_alignment = timestamp_alignment
+        self.flags = {
+            "bool": number_types.BoolFlags,
+            "uint8": number_types.Uint8Flags,
+            "int8": number_types.Int8Flags,
+            "uint16": number_types.Uint16Flags,
+            "int16": number_types.Int16Flags,
+            "uint32": number_types.Uint32Flags,
+            "int32": number_types.Int32Flags,
+            "uint64": number_types.Uint64Flags,
+            "int64": number_types.Int64Flags,
+            "float32": number_types.Float32Flags,
+            "float64": number_types.Float64Flags,
+        }
 
     def table(self, obj: Any) -> int:
         spec = model.TABLES[type(obj).__name__]
@@ -91,7 +94,7 @@ class _Encoder:
 
     def _scalar_slot(self, f: FieldSpec, value: Any) -> None:
         kind = model.ENUM_KINDS[f.ref] if f.kind == "enum" else f.kind
-        flags = _FLAGS[kind]
+        flags = self.flags[kind]
         value = bool(value) if kind == "bool" else int(value)
         if f.optional_scalar:
             self.b.Prepend(flags, value)
@@ -137,11 +140,12 @@ class _Encoder:
         b = self.b
         b.Prep(self.timestamp_alignment, _TIMESTAMP_SIZE)
         seconds = value.hour * 3600 + value.minute * 60 + value.second
-        b.Place(value.microsecond * 1000, N.Uint32Flags)
-        b.Place(seconds, N.Uint32Flags)
-        b.Place(0, N.Uint16Flags)  # padding inside the struct
-        b.Place(value.timetuple().tm_yday, N.Uint16Flags)
-        b.Place(value.year, N.Int32Flags)
+        flags = self.flags
+        b.Place(value.microsecond * 1000, flags["uint32"])
+        b.Place(seconds, flags["uint32"])
+        b.Place(0, flags["uint16"])  # padding inside the struct
+        b.Place(value.timetuple().tm_yday, flags["uint16"])
+        b.Place(value.year, flags["int32"])
 
     def finish(self, root: int) -> bytes:
         self.b.Finish(root)
@@ -161,6 +165,8 @@ def encode_table(obj: Any, *, version: int = DEFAULT_BLOCK_VERSION) -> bytes:
 
 def encode_manifest(content: bytes, *, kind: int, version: int) -> bytes:
     """Wrap serialized content into the ``Manifest{kind, version, content}`` table."""
+    import flatbuffers  # see _Encoder
+
     b = flatbuffers.Builder(len(content) + 64)
     off = b.CreateByteVector(content)
     b.StartObject(3)
@@ -188,10 +194,9 @@ def block_hash(manifest_bytes: bytes) -> Multihash:
 
 def decode_table(type_name: str, data: bytes) -> Any:
     """Deserialize a FlatBuffers root table of the given model type."""
-    buf = bytearray(data) if not isinstance(data, bytearray) else data
+    buf = data if isinstance(data, bytes | bytearray) else bytes(data)
     try:
-        root = N.UOffsetTFlags.py_type(struct.unpack_from("<I", buf, 0)[0])
-        return _decode(model.TABLES[type_name], buf, root)
+        return _decode(model.TABLES[type_name], buf, Table.root(buf).pos)
     except SerializationError:
         raise
     except Exception as e:  # any malformed offset surfaces as a struct/index error
@@ -201,12 +206,11 @@ def decode_table(type_name: str, data: bytes) -> Any:
 def decode_manifest(data: bytes) -> tuple[int, int, bytes]:
     """Return ``(kind, version, content)`` of a Manifest flatbuffer."""
     try:
-        buf = bytearray(data)
-        tab = Table(buf, struct.unpack_from("<I", buf, 0)[0])
-        kind = _scalar(tab, 0, N.Int64Flags, 0)
-        version = _scalar(tab, 1, N.Int32Flags, 0)
-        o = tab.Offset(8)
-        content = bytes(_byte_vector(tab, o)) if o else b""
+        tab = Table.root(data)
+        kind = tab.scalar(0, "int64", 0)
+        version = tab.scalar(1, "int32", 0)
+        o = tab.offset(2)
+        content = bytes(tab.byte_vector(o)) if o else b""
     except Exception as e:
         raise SerializationError(f"malformed manifest: {type(e).__name__}: {e}") from None
     return kind, version, content
@@ -238,12 +242,11 @@ def decode_block_link(data: bytes) -> tuple[int, Multihash | None]:
         raise SerializationError(f"not a metadata block: manifest kind is {kind:#x}, expected 0x400000")
     if version not in SUPPORTED_BLOCK_VERSIONS:
         raise SerializationError(f"unsupported metadata block version {version} (supported: 2, 3)")
-    buf = bytearray(content)
     try:
-        tab = Table(buf, struct.unpack_from("<I", buf, 0)[0])
-        sequence_number = _scalar(tab, _SEQUENCE_NUMBER.slot, N.Uint64Flags, 0)
-        o = tab.Offset(4 + 2 * _PREV_BLOCK_HASH.slot)
-        prev = Multihash.from_bytes(bytes(_byte_vector(tab, o))) if o else None
+        tab = Table.root(content)
+        sequence_number = tab.scalar(_SEQUENCE_NUMBER.slot, "uint64", 0)
+        o = tab.offset(_PREV_BLOCK_HASH.slot)
+        prev = Multihash.from_bytes(bytes(tab.byte_vector(o))) if o else None
     except SerializationError:
         raise
     except Exception as e:  # any malformed offset surfaces as a struct/index error
@@ -251,25 +254,14 @@ def decode_block_link(data: bytes) -> tuple[int, Multihash | None]:
     return sequence_number, prev
 
 
-def _scalar(tab: Table, slot: int, flags: Any, default: Any) -> Any:
-    o = tab.Offset(4 + 2 * slot)
-    return tab.Get(flags, o + tab.Pos) if o else default
-
-
-def _byte_vector(tab: Table, o: int) -> memoryview:
-    start = tab.Vector(o)
-    return memoryview(tab.Bytes)[start : start + tab.VectorLen(o)]
-
-
-def _decode(spec: TableSpec, buf: bytearray, pos: int) -> Any:
+def _decode(spec: TableSpec, buf: bytes | bytearray, pos: int) -> Any:
     tab = Table(buf, pos)
     kwargs: dict[str, Any] = {}
     for f in spec.fields:
-        o = tab.Offset(4 + 2 * f.slot)
+        o = tab.offset(f.slot)
         if f.kind in SCALAR_WIDTH or f.kind == "enum":
-            flags = _FLAGS[model.ENUM_KINDS[f.ref] if f.kind == "enum" else f.kind]
             if o:
-                value = tab.Get(flags, o + tab.Pos)
+                value = tab.get(model.ENUM_KINDS[f.ref] if f.kind == "enum" else f.kind, o + tab.pos)
             elif f.optional_scalar:
                 continue
             else:
@@ -279,15 +271,15 @@ def _decode(spec: TableSpec, buf: bytearray, pos: int) -> Any:
         if not o:
             continue
         if f.kind == "timestamp":
-            kwargs[f.name] = _read_timestamp(buf, o + tab.Pos)
+            kwargs[f.name] = _read_timestamp(buf, o + tab.pos)
         elif f.vector:
-            start, n = tab.Vector(o), tab.VectorLen(o)
+            start, n = tab.vector(o)
             kwargs[f.name] = tuple(_decode_one(f, buf, tab, start + 4 * i) for i in range(n))
         elif f.kind == "union":
-            type_id = _scalar(tab, f.slot - 1, N.Uint8Flags, 0)
-            kwargs[f.name] = _decode_union(f.ref, type_id, buf, tab.Indirect(o + tab.Pos))
+            type_id = tab.scalar(f.slot - 1, "uint8", 0)
+            kwargs[f.name] = _decode_union(f.ref, type_id, buf, tab.indirect(o + tab.pos))
         elif f.kind in ("multihash", "did", "bytes"):
-            raw = bytes(_byte_vector(tab, o))
+            raw = bytes(tab.byte_vector(o))
             kwargs[f.name] = (
                 Multihash.from_bytes(raw)
                 if f.kind == "multihash"
@@ -296,37 +288,37 @@ def _decode(spec: TableSpec, buf: bytearray, pos: int) -> Any:
                 else raw
             )
         else:
-            kwargs[f.name] = _decode_one(f, buf, tab, o + tab.Pos)
+            kwargs[f.name] = _decode_one(f, buf, tab, o + tab.pos)
     return model.CLASSES[spec.name](**kwargs)
 
 
-def _decode_one(f: FieldSpec, buf: bytearray, tab: Table, at: int) -> Any:
+def _decode_one(f: FieldSpec, buf: bytes | bytearray, tab: Table, at: int) -> Any:
     """Decode the item whose uoffset is stored at ``at`` (a vector element or a table field)."""
     if f.kind == "string":
-        return tab.String(at).decode("utf-8")
-    target = tab.Indirect(at)
+        return tab.string(at).decode("utf-8")
+    target = tab.indirect(at)
     if f.kind == "table":
         return _decode(model.TABLES[f.ref], buf, target)
     if f.kind == "union":
         if f.wrapper is None:
             raise AssertionError("vectors of unions always go through a wrapper table")
         wrapper = Table(buf, target)
-        type_id = _scalar(wrapper, 0, N.Uint8Flags, 0)
-        o = wrapper.Offset(6)
+        type_id = wrapper.scalar(0, "uint8", 0)
+        o = wrapper.offset(1)
         if not o:
             raise SerializationError(f"{f.wrapper} without a value")
-        return _decode_union(f.ref, type_id, buf, wrapper.Indirect(o + wrapper.Pos))
+        return _decode_union(f.ref, type_id, buf, wrapper.indirect(o + wrapper.pos))
     raise AssertionError(f"cannot decode {f.kind}")
 
 
-def _decode_union(union: str, type_id: int, buf: bytearray, pos: int) -> Any:
+def _decode_union(union: str, type_id: int, buf: bytes | bytearray, pos: int) -> Any:
     variants = model.UNIONS[union].variants
     if not 1 <= type_id <= len(variants):
         raise SerializationError(f"unknown {union} type id {type_id}")
     return _decode(model.TABLES[variants[type_id - 1][1]], buf, pos)
 
 
-def _read_timestamp(buf: bytearray, at: int) -> datetime:
+def _read_timestamp(buf: bytes | bytearray, at: int) -> datetime:
     year, ordinal, _pad, seconds, nanos = struct.unpack_from("<iHHII", buf, at)
     if not 1 <= ordinal <= 366 or seconds >= 86_400 or nanos >= 1_000_000_000:
         raise SerializationError(f"invalid Timestamp struct (year={year}, day={ordinal}, seconds={seconds})")

@@ -42,8 +42,7 @@ from odfproj.storage.update_record import UPDATE_RECORD
 
 __all__ = ["MIN_DATASETS", "ViewCache"]
 
-#: Smaller workspaces are read fast enough without it. From here on it spares an unchanged plan the numpy
-#: import (0.08 s) that decoding head blocks brings (the flatbuffers library imports it).
+#: Smaller workspaces are read fast enough without it.
 MIN_DATASETS = 20
 #: The code a view is built by.
 _CODE = ("odf", "plan", "storage", "ingest")

@@ -12,11 +12,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
-from types import EllipsisType, ModuleType
+from types import EllipsisType
 from typing import TYPE_CHECKING
 
 from odfproj.errors import InvalidValueError, SerializationError
 from odfproj.odf import model
+from odfproj.odf.flatbuffers_codec import block_hash as hash_block_bytes
+from odfproj.odf.flatbuffers_codec import decode_block, decode_manifest, encode_block
 from odfproj.odf.identity import DatasetId
 from odfproj.odf.multiformats import Multihash
 from odfproj.odf.timestamps import to_utc
@@ -38,14 +40,6 @@ from odfproj.storage.projection import DATA_EVENTS, ChainProjection, ProjectionM
 
 if TYPE_CHECKING:
     from odfproj.storage.objects import DescribedDataFile
-
-
-def _codec() -> ModuleType:
-    """The block codec, imported on first use: the flatbuffers library imports numpy (0.08 s), and a
-    handle whose chain state comes from its cached projection (every unchanged plan) decodes no block."""
-    from odfproj.odf import flatbuffers_codec
-
-    return flatbuffers_codec
 
 
 class Dataset:
@@ -96,7 +90,7 @@ class Dataset:
         head = head or self.head()
         if head is None:
             raise StorageError(f"dataset {self.name}: {self.layout.head_ref} is missing (not a dataset)")
-        return _codec().decode_manifest(self.read_block_bytes(head))[1]
+        return decode_manifest(self.read_block_bytes(head))[1]
 
     def read_block_bytes(self, block_hash: Multihash) -> bytes:
         """The stored manifest bytes of a block, checked against the hash that names them."""
@@ -105,14 +99,14 @@ class Dataset:
             data = path.read_bytes()
         except FileNotFoundError:
             raise IntegrityError(f"{path}: block {block_hash} is missing") from None
-        if _codec().block_hash(data) != block_hash:
+        if hash_block_bytes(data) != block_hash:
             raise IntegrityError(f"{path}: block content does not match its hash (file corrupted)")
         return data
 
     def get_block(self, block_hash: Multihash) -> model.MetadataBlock:
         path = self.objects.block_path(block_hash)
         try:
-            block, _version = _codec().decode_block(self.read_block_bytes(block_hash))
+            block, _version = decode_block(self.read_block_bytes(block_hash))
         except SerializationError as e:
             raise IntegrityError(f"{path}: cannot decode block: {e}") from None
         return block
@@ -387,13 +381,13 @@ class Dataset:
                     event=event,
                 )
                 try:
-                    data = _codec().encode_block(block, version=version)
+                    data = encode_block(block, version=version)
                 except (TypeError, ValueError, OverflowError, SerializationError) as e:
                     raise InvalidValueError(
                         f"dataset {self.name}: cannot encode block {block.sequence_number} "
                         f"({type(event).__name__}): {e}"
                     ) from None
-                block_hash = _codec().block_hash(data)
+                block_hash = hash_block_bytes(data)
                 try:
                     projection = append_block(projection, block_hash, block)
                 except ChainInvariantError as e:

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from odfproj.errors import InvalidValueError, StorageError
 from odfproj.odf import model
+from odfproj.odf.flatbuffers_codec import block_hash, encode_block
 from odfproj.odf.identity import DatasetId, DatasetKeyPair
 from odfproj.odf.multiformats import Multihash
 from odfproj.odf.odf_versions import DEFAULT_ODF_VERSION, block_version_for
@@ -688,9 +689,6 @@ def _chain_blocks(
 ) -> list[tuple[Multihash, model.MetadataBlock, bytes]]:
     """The Seed and ``events`` as linked blocks (hash, block, stored bytes) of manifest ``version``, all at
     the Seed's time."""
-    # Imported here: the flatbuffers library imports numpy (0.08 s); only creating a dataset encodes.
-    from odfproj.odf.flatbuffers_codec import block_hash, encode_block
-
     data = encode_block(seed, version=version)
     out = [(block_hash(data), seed, data)]
     for event in events:

@@ -311,7 +311,7 @@ def test_plan_of_an_ingested_files_glob_root_imports_no_ingest_pipeline(
 def test_an_unchanged_plan_and_no_op_run_import_no_data_library(tmp_path: Path) -> None:
     """What an unchanged project's ``plan`` and no-op ``run`` need is the manifests and the chains'
     state: no Arrow (its schemas are decoded only for a changed query or schema), no numpy (which the
-    flatbuffers library imports, for a block that is not decoded), no jsonschema (the configuration
+    flatbuffers library imports: odfproj reads blocks without it), no jsonschema (the configuration
     passed before) and no pydantic (typer's coercion before 0.29). A project of 20 manifests: the size
     from which manifests and chain views are remembered."""
     folder = tmp_path / "proj"

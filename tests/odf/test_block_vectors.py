@@ -63,3 +63,26 @@ def test_decode_of_a_corrupt_file_is_one_clean_line(tmp_path) -> None:
     assert code == 1
     assert "Traceback" not in stderr
     assert stderr.count("\n") == 1 and str(bad) in stderr
+
+
+def test_reading_a_block_imports_no_numpy(tmp_path) -> None:
+    """Blocks are read by odfproj's own FlatBuffers reader: the flatbuffers library (whose package
+    imports numpy, 0.08 s of a small command's start) is imported only to write one."""
+    import subprocess
+    import sys
+
+    file, version, _expected, _size = ROWS[0]
+    stored = tmp_path / "block"
+    stored.write_bytes(blocks.yaml_to_binary((VECTORS_DIR / file).read_bytes(), version))
+    script = (
+        "import sys; from pathlib import Path; from odfproj.odf.flatbuffers_codec import decode_block; "
+        f"block, version = decode_block(Path({str(stored)!r}).read_bytes()); "
+        "print(version, type(block.event).__name__, 'numpy' in sys.modules, 'flatbuffers' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    read_version, event, numpy, library = done.stdout.split()
+    assert (int(read_version), numpy, library) == (version, "False", "False"), done.stdout
+    assert event == type(decode_block(stored.read_bytes())[0].event).__name__
