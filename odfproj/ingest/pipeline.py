@@ -74,6 +74,7 @@ from odfproj.errors import EngineError, OdfprojError
 from odfproj.ingest.cdc import RECORD_FILE, RecordOrigin
 from odfproj.ingest.errors import IngestError, UnsupportedSourceError, source_label
 from odfproj.ingest.fetch import POLLING_SOURCE_NAME, FetchedItem, fetch, glob_history
+from odfproj.ingest.ledger_keys import keys_may_repeat
 from odfproj.ingest.merge import check_unique_keys, ledger_in_batch_order, sorted_keys_repeat
 from odfproj.ingest.prepare import prepare
 from odfproj.ingest.read import ReadError, describe_bad_rows, file_of_uri, read_files
@@ -390,6 +391,7 @@ def commit_batch(
     paths: Mapping[str, str] | None = None,
     scanned: bool = False,
     origin: RecordOrigin | None = None,
+    exact_ledger: bool = False,
 ) -> CommittedItem | None:
     """Merge ``batch`` (read and preprocessed) into ``dataset`` and commit it; ``None`` if nothing changed.
 
@@ -399,10 +401,13 @@ def commit_batch(
     ``scanned``: ``batch`` is the read phase's file scan itself (no preprocess), so every computation
     of it gives the same rows in the same order and records kept in its order need no checkpoint.
     ``origin``: where the batch's records come from (:func:`record_origin`), for a CDC merge's refusal.
+    ``exact_ledger``: find the rows a Ledger drops before writing, not by checking the written keys (the
+    redo when that check found a key twice).
     """
     from pyspark.sql import functions as F
 
     where = f"{source_label(dataset.name, source)}: {display_name}"
+    given = batch
     projection = dataset.projection()
     stamp = block_system_time(projection, system_time)
     vocab = Vocab.of(projection.set_vocab)
@@ -430,13 +435,17 @@ def commit_batch(
         first_snapshot = (
             isinstance(merge_strategy, model.MergeStrategySnapshot) and state is None and history is None
         )
+        unchecked_ledger = False  # a Ledger batch written whole, its keys to be checked in the files
         if scanned and isinstance(merge_strategy, model.MergeStrategyLedger) and not from_data and plain:
             # One event time: the Ledger's order is the scan's, so drop rows instead of sorting them.
             strategy = in_standard_names(merge_strategy, vocab)
             assert isinstance(strategy, model.MergeStrategyLedger)
-            kept = ledger_in_batch_order(batch, history, strategy.primary_key)
-            if kept is not None:
-                batch, in_batch_order = kept, True
+            if history is None and not exact_ledger:  # nothing seen before: usually nothing to drop
+                in_batch_order = unchecked_ledger = True
+            else:
+                kept = ledger_in_batch_order(batch, history, strategy.primary_key)
+                if kept is not None:
+                    batch, in_batch_order = kept, True
         if in_batch_order:
             # Every row has the same event time, so Append's stable sort by event time keeps the
             # batch's own order: skip the single-partition sort (same rows, same offsets).
@@ -481,6 +490,23 @@ def commit_batch(
         else:
             out = _laid_out(numbered, final, vocab, stamp)
             written = write_slices(numbered, out, work_dir, engine.rows_per_file, offset_column=vocab.offset)
+    if unchecked_ledger and _ledger_keys_repeat(written, key, work_dir):
+        return commit_batch(
+            dataset,
+            engine,
+            given,
+            merge_strategy=merge_strategy,
+            display_name=display_name,
+            source=source,
+            event_time=event_time,
+            source_state=source_state,
+            system_time=system_time,
+            work_dir=work_dir,
+            paths=paths,
+            scanned=scanned,
+            origin=origin,
+            exact_ledger=True,
+        )
     try:
         if first_snapshot and written:
             with errors_named(where, paths or {}):
@@ -510,6 +536,23 @@ def commit_batch(
         schema_changed=new_schema is not None,
         data_blocks=max(1, len(written)),
     )
+
+
+def _ledger_keys_repeat(written: Sequence[WrittenSlice], key: Sequence[str], work_dir: Path) -> bool:
+    """Whether a Ledger batch written whole may hold a key twice (:mod:`odfproj.ingest.ledger_keys`);
+    if so its files are removed, for the redo that finds the rows to drop first."""
+    if not written:
+        return False
+    try:
+        repeats = keys_may_repeat([w.path for w in written], key, work_dir)
+    except BaseException:
+        repeats = True
+        raise
+    finally:
+        if repeats:
+            for w in written:
+                shutil.rmtree(w.path.parent, ignore_errors=True)
+    return repeats
 
 
 def _check_keys_written_once(
