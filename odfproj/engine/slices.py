@@ -37,6 +37,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -79,6 +80,10 @@ _PARTITION_SHIFT = 33
 #: records-per-file limit, so a few writers are enough.
 CONCURRENT_WRITERS_KEY = "spark.sql.maxConcurrentOutputFileWriters"
 _CONCURRENT_WRITERS = 16
+#: Cells joined at once (pyarrow's reader and writer release the GIL), and the records of one cell's
+#: piece in memory at a time: two joins hold a few tens of MB, not a whole row group each.
+_JOIN_THREADS = 2
+_JOIN_ROWS = 1 << 18
 
 
 def rows_per_file(conf: Mapping[str, str]) -> int:
@@ -211,8 +216,9 @@ def write_slices(
             _allow_concurrent_writers(out)
             cells = out.withColumn(_FILE, grid).write.mode("overwrite").partitionBy(_FILE)
             cells.option("maxRecordsPerFile", "0").parquet(str(written))
-            slices = [_joined(cell, name, codec) for cell in sorted(written.glob(f"{_FILE}=*"))]
-            slices = sorted((s for s in slices if s is not None), key=lambda s: s.first)
+            with ThreadPoolExecutor(_JOIN_THREADS, thread_name_prefix="join-cells") as pool:
+                joins = pool.map(lambda cell: _joined(cell, name, codec), sorted(written.glob(f"{_FILE}=*")))
+                slices = sorted((s for s in joins if s is not None), key=lambda s: s.first)
         else:
             files = -(-numbered.count // limit)
             cut = out.withColumn(_FILE, grid).repartitionByRange(files, F.col(_FILE))
@@ -248,8 +254,11 @@ def _joined(cell: Path, offset_column: str, codec: str) -> WrittenSlice | None:
     """One grid cell's file: the one piece a task wrote, or the pieces of the tasks that shared it, joined.
 
     The pieces must follow each other (each holds consecutive offsets, and the next starts right after);
-    they are joined in offset order into one file with the schema Spark gave them, one row group in
-    memory at a time.
+    they are joined in offset order into one file with the schema Spark gave them, :data:`_JOIN_ROWS`
+    records in memory at a time (each its own row group). Only the columns Spark's writer kept
+    dictionary-encoded are written so: for the others (nearly every value distinct, such as the offset)
+    pyarrow would build a dictionary only to drop it, which was a third of the join's time. The
+    encoding is the file's business; the logical hash sees the values only.
     """
     pieces = _slices_of(sorted(cell.glob("part-*.parquet")), offset_column)
     if len(pieces) <= 1:
@@ -262,12 +271,27 @@ def _joined(cell: Path, offset_column: str, codec: str) -> WrittenSlice | None:
             )
     joined = cell / "joined.parquet"
     schema = pq.read_schema(pieces[0].path)
-    with pq.ParquetWriter(str(joined), schema, compression=codec) as writer:
-        for piece in pieces:  # one row group in memory at a time
+    dictionary = _dictionary_columns(pieces[0].path)
+    with pq.ParquetWriter(str(joined), schema, compression=codec, use_dictionary=dictionary) as writer:
+        for piece in pieces:
             with pq.ParquetFile(piece.path) as parquet:
-                for group in range(parquet.num_row_groups):
-                    writer.write_table(parquet.read_row_group(group))
+                for batch in parquet.iter_batches(batch_size=_JOIN_ROWS):
+                    writer.write_batch(batch)
     return WrittenSlice(joined, pieces[0].first, sum(p.count for p in pieces))
+
+
+def _dictionary_columns(path: Path) -> list[str]:
+    """The columns whose chunks in ``path`` (its first row group) have a dictionary page."""
+    with pq.ParquetFile(path) as parquet:
+        metadata = parquet.metadata
+    if metadata.num_row_groups == 0:
+        return []
+    group = metadata.row_group(0)
+    return [
+        group.column(i).path_in_schema
+        for i in range(group.num_columns)
+        if group.column(i).has_dictionary_page
+    ]
 
 
 def _slices_of(parts: list[Path], offset_column: str) -> list[WrittenSlice]:
