@@ -214,7 +214,7 @@ def merge_snapshot(
     order = [*(column(k).asc_nulls_first() for k in key), column(OP)]
 
     if state is None and history is None:
-        return _finish(batch.withColumn(OP, _op_literal(Op.APPEND)), column(OP), batch, order)
+        return first_snapshot_records(batch).orderBy(*order)
     if state is None:
         assert history is not None
         _check_history_has(history, key)
@@ -257,6 +257,16 @@ def merge_snapshot(
         *[F.when(carries_old, column(old_of[c])).otherwise(column(new_of[c])).alias(c) for c in names],
     )
     return _finish(records, column(OP), batch, order)
+
+
+def first_snapshot_records(batch: DataFrame) -> DataFrame:
+    """A first snapshot's records (every row ``+A``) in the batch's order: :func:`merge_snapshot`'s before its sort.
+
+    For a caller that sorts them by key its own way (:mod:`odfproj.ingest.key_order`), after
+    :func:`merge_snapshot` has checked the batch and the strategy.
+    """
+    user = [c for c in batch.columns if c != EVENT_TIME]
+    return batch.select(_op_literal(Op.APPEND).alias(OP), column(EVENT_TIME), *[column(c) for c in user])
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -430,6 +440,7 @@ __all__ = [
     "MergeError",
     "check_unique_keys",
     "current_state",
+    "first_snapshot_records",
     "ledger_in_batch_order",
     "merge_append",
     "merge_ledger",

@@ -74,8 +74,14 @@ from odfproj.errors import EngineError, OdfprojError
 from odfproj.ingest.cdc import RECORD_FILE, RecordOrigin
 from odfproj.ingest.errors import IngestError, UnsupportedSourceError, source_label
 from odfproj.ingest.fetch import POLLING_SOURCE_NAME, FetchedItem, fetch, glob_history
+from odfproj.ingest.key_order import number_in_key_order
 from odfproj.ingest.ledger_keys import keys_may_repeat
-from odfproj.ingest.merge import check_unique_keys, ledger_in_batch_order, sorted_keys_repeat
+from odfproj.ingest.merge import (
+    check_unique_keys,
+    first_snapshot_records,
+    ledger_in_batch_order,
+    sorted_keys_repeat,
+)
 from odfproj.ingest.prepare import prepare
 from odfproj.ingest.read import ReadError, describe_bad_rows, file_of_uri, read_files
 from odfproj.ingest.record_lines import record_line
@@ -471,13 +477,24 @@ def commit_batch(
         if collected is not None:
             count, per_partition = collected.num_rows, (_driver_aggregates(collected),)
         else:
-            numbered = number_rows(
-                records,
-                OFFSET,
-                first,
-                _batch_aggregates(records, final, vocab),
-                deterministic=scanned and in_batch_order,
-            )
+            if first_snapshot and scanned:  # the pinned read, sorted without pinning its rows sorted
+                numbered = number_in_key_order(
+                    first_snapshot_records(batch),
+                    primary_key(in_standard_names(merge_strategy, vocab)),
+                    OFFSET,
+                    first,
+                    engine.rows_per_file,
+                    _batch_aggregates(records, final, vocab),
+                    carried=[EVENT_TIME, *_checked_not_null(records, final, vocab)],
+                )
+            if numbered is None:
+                numbered = number_rows(
+                    records,
+                    OFFSET,
+                    first,
+                    _batch_aggregates(records, final, vocab),
+                    deterministic=scanned and in_batch_order,
+                )
             count, per_partition = numbered.count, numbered.per_partition
         _check_not_null(per_partition, final, where)
         watermark = _new_watermark(projection.watermark, per_partition, records)
