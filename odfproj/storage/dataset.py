@@ -8,12 +8,13 @@ only become reachable once complete (see :mod:`odfproj.storage.commit`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import EllipsisType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from odfproj.errors import InvalidValueError, SerializationError
 from odfproj.odf import model
@@ -418,13 +419,7 @@ class Dataset:
         """
         # Imported here: the checks read Parquet (pyarrow, 0.1 s), which a handle that only reads
         # its chain (every plan) never needs.
-        from odfproj.storage.objects import (
-            DescribedDataFile,
-            checkpoint_file_problem,
-            data_file_problem,
-            described_file_problem,
-            staged_physical_hash,
-        )
+        from odfproj.storage.objects import DescribedDataFile, checkpoint_file_problem, data_file_problem
 
         kinds = (
             ("data", "newData", "data_file", data_files, self.layout.data_path, data_file_problem),
@@ -451,16 +446,12 @@ class Dataset:
                 )
             matched = described[len(described) - len(given) :]
             del described[len(described) - len(given) :]
-            for i, (path_given, (seq, expected)) in enumerate(zip(given, matched, strict=True)):
-                name = kind if i == 0 else f"{kind}-{i}"
-                if isinstance(path_given, DescribedDataFile):
-                    observe, staged_hash = staged_physical_hash()  # hashed as it is copied: one read
-                    staged = tx.stage_copy(path_given.path, name, observe)
-                    problem = described_file_problem(staged, staged_hash(), path_given, expected)
-                    path_given = path_given.path
-                else:
-                    staged = tx.stage_copy(Path(path_given), name)
-                    problem = check(staged, expected)
+            pairs = list(zip(given, matched, strict=True))
+            staged_files = _staged(
+                [(tx, kind if i == 0 else f"{kind}-{i}", f, e, check) for i, (f, (_, e)) in enumerate(pairs)]
+            )
+            for (path_given, (seq, expected)), (staged, problem) in zip(pairs, staged_files, strict=True):
+                path_given = path_given.path if isinstance(path_given, DescribedDataFile) else path_given
                 if problem:
                     raise IntegrityError(
                         f"dataset {self.name}: {kind} file {path_given} does not match {field} of block "
@@ -479,6 +470,39 @@ class Dataset:
 
 #: The event attribute behind each file-naming field of a data event.
 _ATTRIBUTE = {"newData": "new_data", "newCheckpoint": "new_checkpoint"}
+#: Files of one append copied into the staging folder at once: the copy hashes what it writes (one
+#: read), which keeps a core busy, so a batch of many files took one core for seconds (issue 36).
+_STAGE_THREADS = 2
+
+
+def _stage_file(
+    tx: Transaction,
+    name: str,
+    given: Path | DescribedDataFile,
+    expected: model.DataSlice | model.Checkpoint,
+    check: Callable[..., str | None],
+) -> tuple[Path, str | None]:
+    """Copy one given file into the staging folder as ``name``; the staged path and how it differs from
+    ``expected`` (``None``: it does not)."""
+    from odfproj.storage.objects import DescribedDataFile, described_file_problem, staged_physical_hash
+
+    if isinstance(given, DescribedDataFile):
+        observe, staged_hash = staged_physical_hash()  # hashed as it is copied: one read
+        staged = tx.stage_copy(given.path, name, observe)
+        assert isinstance(expected, model.DataSlice)
+        return staged, described_file_problem(staged, staged_hash(), given, expected)
+    staged = tx.stage_copy(Path(given), name)
+    return staged, check(staged, expected)
+
+
+def _staged(
+    jobs: list[tuple[Transaction, str, Path | DescribedDataFile, Any, Callable[..., str | None]]],
+) -> list[tuple[Path, str | None]]:
+    """:func:`_stage_file` of each job, in order; several files two at a time."""
+    if len(jobs) <= 1:
+        return [_stage_file(*job) for job in jobs]
+    with ThreadPoolExecutor(_STAGE_THREADS, thread_name_prefix="stage") as pool:
+        return list(pool.map(lambda job: _stage_file(*job), jobs))
 
 
 def _describe(head: Multihash | None) -> str:
