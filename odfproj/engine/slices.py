@@ -80,9 +80,10 @@ _PARTITION_SHIFT = 33
 #: records-per-file limit, so a few writers are enough.
 CONCURRENT_WRITERS_KEY = "spark.sql.maxConcurrentOutputFileWriters"
 _CONCURRENT_WRITERS = 16
-#: Cells joined at once (pyarrow's reader and writer release the GIL), and the records of one cell's
-#: piece in memory at a time: two joins hold a few tens of MB, not a whole row group each.
-_JOIN_THREADS = 2
+#: Cells joined at once, and the records of one cell's piece in memory at a time. Two joins at once
+#: (pyarrow's reader and writer release the GIL) raised the driver's peak RSS by 230 MB at 20M rows
+#: (memory the allocator keeps per thread), past the 500 MB a large ingest may take: one at a time.
+_JOIN_THREADS = 1
 _JOIN_ROWS = 1 << 18
 
 
