@@ -308,7 +308,9 @@ def with_newer_merge_strategies(spec: dict[str, Schema], newer_dir: Path = NEWER
     union = spec["MergeStrategy"]
     for name in NEWER_MERGE_STRATEGIES:
         if name in union["$defs"]:
-            raise SystemExit(f"MergeStrategy::{name} is already in the base schema: drop it from the additions")
+            raise SystemExit(
+                f"MergeStrategy::{name} is already in the base schema: drop it from the additions"
+            )
         union["$defs"][name] = {**copy.deepcopy(newer[name]), "additionalProperties": False}
         union["oneOf"].append({"$ref": f"{LOCAL_REF_PREFIX}{name}"})
 
