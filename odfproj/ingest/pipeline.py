@@ -542,8 +542,7 @@ def commit_batch(
             slices=[SliceFile(w.path, w.count) for w in written],
         )
     finally:
-        for w in written:
-            shutil.rmtree(w.path.parent, ignore_errors=True)
+        _remove_written(written)
     if key:
         advance_state_index(dataset, key, index)
     return CommittedItem(
@@ -563,13 +562,17 @@ def _ledger_keys_repeat(written: Sequence[WrittenSlice], key: Sequence[str], wor
     try:
         repeats = keys_may_repeat([w.path for w in written], key, work_dir)
     except BaseException:
-        repeats = True
+        _remove_written(written)
         raise
-    finally:
-        if repeats:
-            for w in written:
-                shutil.rmtree(w.path.parent, ignore_errors=True)
+    if repeats:
+        _remove_written(written)
     return repeats
+
+
+def _remove_written(written: Sequence[WrittenSlice]) -> None:
+    """Remove the files Spark wrote for a batch (each in its own folder) once they are committed or dropped."""
+    for w in written:
+        shutil.rmtree(w.path.parent, ignore_errors=True)
 
 
 def _check_keys_written_once(
