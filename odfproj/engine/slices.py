@@ -37,7 +37,6 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -80,10 +79,9 @@ _PARTITION_SHIFT = 33
 #: records-per-file limit, so a few writers are enough.
 CONCURRENT_WRITERS_KEY = "spark.sql.maxConcurrentOutputFileWriters"
 _CONCURRENT_WRITERS = 16
-#: Cells joined at once, and the records of one cell's piece in memory at a time. Two joins at once
-#: (pyarrow's reader and writer release the GIL) raised the driver's peak RSS by 230 MB at 20M rows
-#: (memory the allocator keeps per thread), past the 500 MB a large ingest may take: one at a time.
-_JOIN_THREADS = 1
+#: The records of one cell's piece in memory at a time. Cells are joined one after the other: two joins
+#: at once (pyarrow's reader and writer release the GIL) raised the driver's peak RSS by 230 MB at 20M
+#: rows (memory the allocator keeps per thread), past the 500 MB a large ingest may take.
 _JOIN_ROWS = 1 << 18
 
 
@@ -217,9 +215,8 @@ def write_slices(
             _allow_concurrent_writers(out)
             cells = out.withColumn(_FILE, grid).write.mode("overwrite").partitionBy(_FILE)
             cells.option("maxRecordsPerFile", "0").parquet(str(written))
-            with ThreadPoolExecutor(_JOIN_THREADS, thread_name_prefix="join-cells") as pool:
-                joins = pool.map(lambda cell: _joined(cell, name, codec), sorted(written.glob(f"{_FILE}=*")))
-                slices = sorted((s for s in joins if s is not None), key=lambda s: s.first)
+            joins = [_joined(cell, name, codec) for cell in sorted(written.glob(f"{_FILE}=*"))]
+            slices = sorted((s for s in joins if s is not None), key=lambda s: s.first)
         else:
             files = -(-numbered.count // limit)
             cut = out.withColumn(_FILE, grid).repartitionByRange(files, F.col(_FILE))

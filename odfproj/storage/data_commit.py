@@ -11,7 +11,6 @@ fail with ``HeadMovedError`` instead of interleaving.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -23,7 +22,7 @@ from odfproj.odf.multiformats import Multihash
 from odfproj.odf.odf_schema import set_data_schema
 from odfproj.odf.odf_versions import writes_odf_schema
 from odfproj.storage.dataset import Dataset
-from odfproj.storage.objects import DescribedDataFile, describe_data_file
+from odfproj.storage.objects import describe_data_file
 from odfproj.storage.projection import ChainProjection
 
 __all__ = ["DataEvent", "SliceFile", "commit_data", "next_offset"]
@@ -96,20 +95,6 @@ def _records_odf_schemas(dataset: Dataset, projection: ChainProjection) -> bool:
     return writes_odf_schema(dataset.block_version(projection.head))
 
 
-#: Files hashed at once. A file's columns hash in threads but its Parquet decoding runs on one, so two
-#: files at once would keep both cores busy; measured at 20M rows that raised the driver's peak RSS
-#: by 150 MB (memory the allocator keeps per thread), past the 500 MB a large ingest may take.
-_DESCRIBE_THREADS = 1
-
-
-def _described(paths: list[Path]) -> list[DescribedDataFile]:
-    """:func:`describe_data_file` of each path, in order, :data:`_DESCRIBE_THREADS` at a time."""
-    if len(paths) <= 1:
-        return [describe_data_file(path) for path in paths]
-    with ThreadPoolExecutor(_DESCRIBE_THREADS, thread_name_prefix="describe") as pool:
-        return list(pool.map(describe_data_file, paths))
-
-
 def _commit_slices(
     dataset: Dataset,
     projection: ChainProjection,
@@ -122,8 +107,10 @@ def _commit_slices(
     checkpoint = projection.last_checkpoint
     prev_offset = projection.last_offset
     data_events: list[DataEvent] = []
-    # Hashed once here; append proves its copies are these files.
-    described = _described([piece.path for piece in slices])
+    # Hashed once here; append proves its copies are these files. One file after the other: a file's
+    # columns hash in threads but its Parquet decoding runs on one, and two files at once raised the
+    # driver's peak RSS at 20M rows by 150 MB (memory the allocator keeps per thread), past 500 MB.
+    described = [describe_data_file(piece.path) for piece in slices]
     for i, piece in enumerate(slices or [None]):
         new_data = None
         if piece is not None:
