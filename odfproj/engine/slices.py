@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_ROWS_PER_FILE",
+    "PARTITION_SHIFT",
     "ROWS_PER_FILE_KEY",
     "Numbered",
     "WrittenSlice",
@@ -73,7 +74,7 @@ _PARTITION = "__odfproj_partition"
 _FILE = "__odfproj_file"
 _COUNT = "__odfproj_count"
 #: ``monotonically_increasing_id()`` puts the partition index above bit 33.
-_PARTITION_SHIFT = 33
+PARTITION_SHIFT = 33
 #: Spark's setting for the files one task of a partitioned write keeps open without sorting its rows;
 #: past it Spark sorts the rest (slower, same files). A task's rows meet a handful of cells at the default
 #: records-per-file limit, so a few writers are enough.
@@ -116,7 +117,7 @@ def _offset_deltas(counts: dict[int, int], first: int) -> dict[int, int]:
     deltas = {}
     base = first
     for partition in sorted(counts):
-        deltas[partition] = base - (partition << _PARTITION_SHIFT)
+        deltas[partition] = base - (partition << PARTITION_SHIFT)
         base += counts[partition]
     return deltas
 

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from odfproj.engine.columns import column
-from odfproj.engine.slices import Numbered, number_rows
+from odfproj.engine.slices import PARTITION_SHIFT, Numbered, number_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -46,8 +46,6 @@ MAX_CELLS = 1024
 _RANK = "__odfproj_rank"
 _CELL = "__odfproj_cell"
 _PARTITION = "__odfproj_partition"
-#: ``monotonically_increasing_id()`` puts the partition index above bit 33.
-_PARTITION_SHIFT = 33
 #: Numbers tried per cell to find each partition a tag (:func:`_partition_tags`).
 _TAG_TRIES = 64
 #: Spark's simple type names whose values come back from ``collect`` and go into ``lit`` unchanged.
@@ -95,7 +93,7 @@ def number_in_key_order(
         return None
     tag = _cell_of(bounds, tags, key, fields, 0, len(bounds)).cast("long")
     # Cell c is partition c: its records' offsets are first + c * limit onwards.
-    deltas = {tags[c]: first + c * limit - (c << _PARTITION_SHIFT) for c in range(cells)}
+    deltas = {tags[c]: first + c * limit - (c << PARTITION_SHIFT) for c in range(cells)}
     table = F.create_map(*[F.lit(v) for pair in sorted(deltas.items()) for v in pair])
     placed = records.withColumn(_CELL, tag).repartition(cells, column(_CELL)).sortWithinPartitions(*ascending)
     # coalesce: element_at may be null to Spark's eyes; an offset column is NOT NULL.
