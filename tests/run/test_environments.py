@@ -7,7 +7,7 @@ import hashlib
 import re
 import shutil
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -164,7 +164,9 @@ def test_publish_equals_applying_the_change_on_production(spark, engine, project
     change_threshold(root)
     change_threshold(direct)
     config = load_project(root).in_environment("pr-1")
-    moment = datetime(2026, 11, 28, 12, tzinfo=UTC)  # the records carry it: the same in both runs
+    # The records carry it, so it is the same in both runs; after every block the applies write (at the
+    # clock's time), since a chain's system time never goes backwards.
+    moment = (datetime.now(UTC) + timedelta(hours=1)).replace(microsecond=0)
     assert runner(spark)(config, system_time=moment).ok
     outcomes = publish(config, None, "pr-1")
     assert {o.status for o in outcomes} == {"published"}
