@@ -26,7 +26,7 @@ def push(
     and endpoint come from the standard AWS variables and config files (AWS_ENDPOINT_URL, AWS_PROFILE, ...).
     """
     from odfproj.remote.repository import push as push_datasets
-    from odfproj.remote.store import open_store
+    from odfproj.storage.object_store import open_store
 
     opened = resolve_workspace(workspace, project)
     for outcome in push_datasets(opened, datasets or [], open_store(to)):
@@ -54,7 +54,7 @@ def pull(
     repositories by ODF's Simple Transfer Protocol (plain GETs of the repository layout).
     """
     from odfproj.remote.repository import pull as pull_datasets
-    from odfproj.remote.store import open_store
+    from odfproj.storage.object_store import open_store
 
     opened = resolve_workspace(workspace, project)
     for outcome in pull_datasets(opened, datasets or [], open_store(from_), objects=not metadata_only):

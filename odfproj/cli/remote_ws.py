@@ -37,8 +37,8 @@ def synced(
         return
     # Imported here: a workspace on disk, the common case, needs none of the sync engine (every
     # plan, apply and run would otherwise import it at start).
-    from odfproj.remote.store import open_store
     from odfproj.remote.workspace import checkout, commit, remote_lock
+    from odfproj.storage.object_store import open_store
 
     store = open_store(url)
     cache = Workspace(config.production_workspace(target))

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from odfproj.cli.options import PROJECT_HELP
-from odfproj.remote.errors import RemoteError
+from odfproj.storage.errors import RemoteError
 
 
 def unlock(
@@ -30,8 +30,8 @@ def unlock(
     """
     from odfproj.project.config import WORKSPACE_ENV, load_project
     from odfproj.remote.location import is_remote_workspace
-    from odfproj.remote.store import open_store
     from odfproj.remote.workspace import break_lock
+    from odfproj.storage.object_store import open_store
 
     url = workspace or os.environ.get(WORKSPACE_ENV) or load_project(project).workspace_setting
     if not is_remote_workspace(url):

@@ -108,8 +108,8 @@ def _engine(project: Path | None, workspace: Path | None, ctx: typer.Context) ->
 def _verify_remote(project: Path | None, names: list[str], integrity: bool) -> bool:
     """For a remote workspace, verify what is stored remotely (not the cache); False for a local one."""
     from odfproj.project.config import load_project
-    from odfproj.remote.store import open_store
     from odfproj.remote.workspace import verify_remote
+    from odfproj.storage.object_store import open_store
 
     try:
         url = load_project(project).remote_workspace()

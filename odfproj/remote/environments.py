@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING
 
 from odfproj.odf.flatbuffers_codec import block_hash
 from odfproj.odf.multiformats import Multihash
-from odfproj.remote.errors import RemoteError
-from odfproj.remote.store import ObjectStore
 from odfproj.storage.env_record import RECORD_FILE, EnvironmentRecord, PreviewEnvironmentError
+from odfproj.storage.errors import RemoteError
 from odfproj.storage.fsutil import remove_tree, replace_atomic
 from odfproj.storage.hashing import PHYSICAL_HASH_CODEC, physical_hasher
+from odfproj.storage.object_store import ObjectStore
 from odfproj.workspace_paths import ENVS_DIR, check_environment_name
 
 if TYPE_CHECKING:

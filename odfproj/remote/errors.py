@@ -1,16 +1,12 @@
-"""Errors of remote stores and of syncing with them; each is one line naming the remote."""
+"""Errors of syncing with remote stores; each is one line naming the remote.
+
+The stores' own errors (:class:`RemoteError`, :class:`ReadOnlyRemoteError`) live with the stores in
+:mod:`odfproj.storage.errors`.
+"""
 
 from __future__ import annotations
 
-from odfproj.errors import StorageError
-
-
-class RemoteError(StorageError):
-    """A remote store cannot be reached, refuses us, or holds something unexpected."""
-
-
-class ReadOnlyRemoteError(RemoteError):
-    """A write was asked of a store that can only be read (an ``http(s)://`` repository)."""
+from odfproj.storage.errors import RemoteError
 
 
 class DivergedError(RemoteError):

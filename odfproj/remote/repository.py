@@ -12,12 +12,11 @@ from collections.abc import Callable, Sequence
 
 from odfproj.odf import model
 from odfproj.odf.refs import DatasetName
-from odfproj.remote.errors import RemoteError
-from odfproj.remote.store import FolderStore, ObjectStore, read_only_error
 from odfproj.remote.sync import HEAD_KEY, SyncOutcome, SyncPlan, SyncState, execute_sync, plan_sync
 from odfproj.storage.chain import append_block
 from odfproj.storage.dataset import Dataset
-from odfproj.storage.errors import ChainInvariantError
+from odfproj.storage.errors import ChainInvariantError, RemoteError
+from odfproj.storage.object_store import FolderStore, ObjectStore, read_only_error
 from odfproj.storage.projection import ChainProjection
 from odfproj.storage.workspace import Workspace
 

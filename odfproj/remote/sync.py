@@ -16,20 +16,19 @@ and size before it is written, so a damaged or malicious source cannot slip anyt
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
-from pathlib import Path
 
 from odfproj.errors import InvalidValueError, SerializationError
 from odfproj.odf import model
 from odfproj.odf.flatbuffers_codec import block_hash as hash_block_bytes
 from odfproj.odf.flatbuffers_codec import decode_block
 from odfproj.odf.multiformats import Multihash
-from odfproj.remote.errors import DivergedError, RemoteError, RemoteHeadMovedError
-from odfproj.remote.store import ObjectStore
-from odfproj.storage.hashing import PHYSICAL_HASH_CODEC, physical_hasher
+from odfproj.remote.errors import DivergedError, RemoteHeadMovedError
+from odfproj.storage.errors import RemoteError
+from odfproj.storage.object_copy import copy_object
+from odfproj.storage.object_store import ObjectStore
 from odfproj.storage.projection import DATA_EVENTS
 
 HEAD_KEY = "refs/head"
@@ -154,54 +153,6 @@ def objects_of(block: model.MetadataBlock) -> Iterator[tuple[str, Multihash, int
             yield "data", event.new_data.physical_hash, event.new_data.size
         if event.new_checkpoint is not None:
             yield "checkpoints", event.new_checkpoint.physical_hash, event.new_checkpoint.size
-
-
-def _checked_chunks(source: ObjectStore, folder: str, physical: Multihash, size: int) -> Iterator[bytes]:
-    """One data file or checkpoint as a stream of pieces, checked against its size and physical hash as
-    it passes: a mismatch raises after the last piece (or as soon as the size is exceeded), so whoever
-    consumes the stream must not let the bytes count until it is exhausted."""
-    key = f"{folder}/{physical.to_multibase()}"
-    chunks = source.open_chunks(key)
-    if chunks is None:
-        raise RemoteError(f"{source}: {key} is missing")
-    mismatch = RemoteError(f"{source}: {key} does not match its hash or size (corrupted or tampered)")
-    hasher = physical_hasher()
-    seen = 0
-    for piece in chunks:
-        seen += len(piece)
-        if seen > size:
-            chunks.close()  # type: ignore[attr-defined]  # every store's stream is a generator
-            raise mismatch
-        hasher.update(piece)
-        yield piece
-    if seen != size or Multihash(PHYSICAL_HASH_CODEC, hasher.digest()) != physical:
-        raise mismatch
-
-
-def check_object(source: ObjectStore, folder: str, physical: Multihash, size: int) -> None:
-    """Read one object through and check it against its physical hash and size; nothing is kept."""
-    for _ in _checked_chunks(source, folder, physical, size):
-        pass
-
-
-def copy_object(
-    source: ObjectStore, destination: ObjectStore, folder: str, physical: Multihash, size: int
-) -> bool:
-    """Copy one object unless the destination has it; checked before it is written. True if copied.
-
-    The object streams through a local scratch file: checked in full before the destination sees a
-    byte, and never held in memory, whatever its size.
-    """
-    key = f"{folder}/{physical.to_multibase()}"
-    if destination.exists(key):
-        return False
-    with tempfile.TemporaryDirectory(prefix="odfproj-copy-") as scratch:
-        staged = Path(scratch) / "object"
-        with staged.open("xb") as out:
-            for piece in _checked_chunks(source, folder, physical, size):
-                out.write(piece)
-        destination.put_file(key, staged)
-    return True
 
 
 def execute_sync(

@@ -25,12 +25,12 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
-from odfproj.remote.errors import RemoteError
 from odfproj.remote.repository import pull, push, repository_datasets
-from odfproj.remote.store import FolderStore, ObjectStore
-from odfproj.remote.sync import SyncOutcome, check_object, fetch_missing_objects, objects_of, read_head, walk
+from odfproj.remote.sync import SyncOutcome, fetch_missing_objects, objects_of, read_head, walk
 from odfproj.storage.chain import append_block
-from odfproj.storage.errors import ChainInvariantError, WorkspaceLockedError
+from odfproj.storage.errors import ChainInvariantError, RemoteError, WorkspaceLockedError
+from odfproj.storage.object_copy import check_object
+from odfproj.storage.object_store import FolderStore, ObjectStore
 from odfproj.storage.workspace import Workspace
 
 LOCK_KEY = ".lock"

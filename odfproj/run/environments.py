@@ -158,7 +158,7 @@ def summaries(
     url = config.remote_workspace()
     if url is not None:
         from odfproj.remote.environments import remote_environments
-        from odfproj.remote.store import open_store
+        from odfproj.storage.object_store import open_store
 
         return [
             EnvironmentSummary(r, r.is_stale(moment, ttl), None) for r in remote_environments(open_store(url))
@@ -188,8 +188,8 @@ def destroy(
     url = config.remote_workspace()
     if url is not None:
         from odfproj.remote.environments import destroy_remote_environment, environment_store
-        from odfproj.remote.store import open_store
         from odfproj.remote.workspace import remote_lock
+        from odfproj.storage.object_store import open_store
 
         store = open_store(url)
         with remote_lock(environment_store(store, name), purpose="odfproj env destroy"):
@@ -246,7 +246,7 @@ def _remote_environment(
         yield
         return
     from odfproj.remote.environments import environment_synced
-    from odfproj.remote.store import open_store
+    from odfproj.storage.object_store import open_store
 
     cache = Workspace(config.production_workspace(target), odf_version=config.odf_version)
     with environment_synced(

@@ -16,6 +16,8 @@ __all__ = [
     "HeadMovedError",
     "IntegrityError",
     "LockedError",
+    "ReadOnlyRemoteError",
+    "RemoteError",
     "StorageError",
     "WorkspaceLockedError",
 ]
@@ -55,3 +57,12 @@ class HeadMovedError(StorageError):
 
 class IntegrityError(StorageError):
     """A stored object (block, data file, checkpoint, ref) does not match what refers to it."""
+
+
+class RemoteError(StorageError):
+    """An object store (a remote workspace, a repository) cannot be reached, refuses us, or holds
+    something unexpected."""
+
+
+class ReadOnlyRemoteError(RemoteError):
+    """A write was asked of a store that can only be read (an ``http(s)://`` repository)."""

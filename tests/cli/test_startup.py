@@ -34,8 +34,8 @@ from odfproj.project import config as project_config
 from odfproj.project import lineage as project_lineage
 from odfproj.project.config import WORKSPACE_ENV
 from odfproj.project.env import REDACTED
-from odfproj.remote.store import open_store
 from odfproj.remote.workspace import acquire_lock
+from odfproj.storage.object_store import open_store
 from odfproj.storage.workspace import Workspace
 from tests.cli_inprocess import run_main_split
 from tests.security.project_helpers import INFO_MANIFEST, ROOT_MANIFEST

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from odfproj.odf.multiformats import Multihash
-from odfproj.remote import store as store_module
-from odfproj.remote.errors import RemoteError
-from odfproj.remote.store import FolderStore, open_store
-from odfproj.remote.sync import check_object, copy_object
+from odfproj.storage import object_store as store_module
+from odfproj.storage.errors import RemoteError
 from odfproj.storage.hashing import PHYSICAL_HASH_CODEC
+from odfproj.storage.object_copy import check_object, copy_object
+from odfproj.storage.object_store import FolderStore, open_store
 
 MiB = 1024 * 1024
 
@@ -84,8 +84,8 @@ _CHILD = textwrap.dedent(
     import json, sys
     from pathlib import Path
     from odfproj.odf.multiformats import Multihash
-    from odfproj.remote.store import FolderStore, open_store
-    from odfproj.remote.sync import check_object, copy_object
+    from odfproj.storage.object_store import FolderStore, open_store
+    from odfproj.storage.object_copy import check_object, copy_object
 
     def peak():
         for line in Path("/proc/self/status").read_text().splitlines():

@@ -22,9 +22,9 @@ import pytest
 
 from odfproj.odf.multiformats import Multihash
 from odfproj.remote.repository import push
-from odfproj.remote.store import FolderStore, ObjectStore, open_store
 from odfproj.remote.sync import SyncState, plan_sync, read_head, sync_dataset
 from odfproj.remote.workspace import DATASETS
+from odfproj.storage.object_store import FolderStore, ObjectStore, open_store
 from odfproj.storage.workspace import Workspace
 from tests.remote.conftest import add_slices, make_workspace
 from tests.remote.helpers.sync_child import push_and_report

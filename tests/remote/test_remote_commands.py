@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from odfproj.project.config import WORKSPACE_ENV
-from odfproj.remote.store import open_store
 from odfproj.remote.workspace import acquire_lock, checkout, commit, release_lock
+from odfproj.storage.object_store import open_store
 from odfproj.storage.workspace import Workspace
 from tests.cli_inprocess import run_main as _cli
 from tests.remote.conftest import make_workspace

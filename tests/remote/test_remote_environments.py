@@ -15,10 +15,10 @@ import pytest
 from odfproj.project.config import WORKSPACE_ENV
 from odfproj.remote.environments import checkout_environment, commit_environment, environment_store
 from odfproj.remote.location import remote_cache_dir
-from odfproj.remote.store import ObjectStore, open_store
 from odfproj.remote.sync import read_head
 from odfproj.remote.workspace import checkout, commit, verify_remote
 from odfproj.storage.environment import create_environment, fork
+from odfproj.storage.object_store import ObjectStore, open_store
 from odfproj.storage.verify import verify_dataset
 from odfproj.storage.workspace import Workspace
 from tests.cli_inprocess import run_main_split

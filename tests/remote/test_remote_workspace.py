@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from odfproj.remote.errors import RemoteError, RemoteHeadMovedError
-from odfproj.remote.store import FolderStore, ObjectStore, open_store
+from odfproj.remote.errors import RemoteHeadMovedError
 from odfproj.remote.sync import SyncState, execute_sync, plan_sync
 from odfproj.remote.workspace import (
     LOCK_KEY,
@@ -20,7 +19,8 @@ from odfproj.remote.workspace import (
     fetch_data,
     remote_lock,
 )
-from odfproj.storage.errors import WorkspaceLockedError
+from odfproj.storage.errors import RemoteError, WorkspaceLockedError
+from odfproj.storage.object_store import FolderStore, ObjectStore, open_store
 from odfproj.storage.verify import verify_dataset
 from odfproj.storage.workspace import Workspace
 from tests.cli_inprocess import run_main as _cli

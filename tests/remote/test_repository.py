@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from odfproj.remote.errors import DivergedError, ReadOnlyRemoteError, RemoteError
+from odfproj.remote.errors import DivergedError
 from odfproj.remote.repository import pull, push, repository_datasets
-from odfproj.remote.store import FolderStore, open_store
 from odfproj.remote.sync import SyncState
+from odfproj.storage.errors import ReadOnlyRemoteError, RemoteError
+from odfproj.storage.object_store import FolderStore, open_store
 from odfproj.storage.verify import verify_dataset, verify_in_workspace
 from odfproj.storage.workspace import Workspace
 from tests.cli_inprocess import run_main

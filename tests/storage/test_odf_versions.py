@@ -22,10 +22,10 @@ from odfproj.plan.odf_version import odf_version_warnings
 from odfproj.plan.workspace_state import load_workspace_state
 from odfproj.project.config import WORKSPACE_ENV, ProjectError, parse_config
 from odfproj.remote.repository import pull, push
-from odfproj.remote.store import FolderStore
 from odfproj.remote.sync import SyncState
 from odfproj.storage.data_commit import commit_data
 from odfproj.storage.dataset import Dataset
+from odfproj.storage.object_store import FolderStore
 from odfproj.storage.verify import verify_dataset
 from odfproj.storage.workspace import Workspace
 from tests.cli_inprocess import run_main_split

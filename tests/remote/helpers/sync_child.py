@@ -12,7 +12,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from odfproj.remote.repository import push
-from odfproj.remote.store import open_store
+from odfproj.storage.object_store import open_store
 from odfproj.storage.workspace import Workspace
 
 

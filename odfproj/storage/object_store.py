@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 from urllib.parse import unquote, urlparse
 
-from odfproj.remote.errors import ReadOnlyRemoteError, RemoteError
+from odfproj.storage.errors import ReadOnlyRemoteError, RemoteError
 from odfproj.storage.fsutil import copy_durable, fsync_dir, new_txid, write_durable
 
 T = TypeVar("T")

@@ -1,0 +1,68 @@
+"""Moving one content-addressed object (a data file, a checkpoint) between stores, checked as it passes.
+
+Used by every move of objects: a sync between a workspace and a repository (``remote.sync``), and a
+dataset of a remote workspace's cache fetching an object it reads the first time it is read
+(``storage.areas``). An object is checked against its physical hash and size before the destination
+sees a byte, and streams through a local scratch file: never held whole in memory, whatever its size.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from odfproj.odf.multiformats import Multihash
+from odfproj.storage.errors import RemoteError
+from odfproj.storage.hashing import PHYSICAL_HASH_CODEC, physical_hasher
+from odfproj.storage.object_store import ObjectStore
+
+__all__ = ["check_object", "copy_object"]
+
+
+def _checked_chunks(source: ObjectStore, folder: str, physical: Multihash, size: int) -> Iterator[bytes]:
+    """One data file or checkpoint as a stream of pieces, checked against its size and physical hash as
+    it passes: a mismatch raises after the last piece (or as soon as the size is exceeded), so whoever
+    consumes the stream must not let the bytes count until it is exhausted."""
+    key = f"{folder}/{physical.to_multibase()}"
+    chunks = source.open_chunks(key)
+    if chunks is None:
+        raise RemoteError(f"{source}: {key} is missing")
+    mismatch = RemoteError(f"{source}: {key} does not match its hash or size (corrupted or tampered)")
+    hasher = physical_hasher()
+    seen = 0
+    for piece in chunks:
+        seen += len(piece)
+        if seen > size:
+            chunks.close()  # type: ignore[attr-defined]  # every store's stream is a generator
+            raise mismatch
+        hasher.update(piece)
+        yield piece
+    if seen != size or Multihash(PHYSICAL_HASH_CODEC, hasher.digest()) != physical:
+        raise mismatch
+
+
+def check_object(source: ObjectStore, folder: str, physical: Multihash, size: int) -> None:
+    """Read one object through and check it against its physical hash and size; nothing is kept."""
+    for _ in _checked_chunks(source, folder, physical, size):
+        pass
+
+
+def copy_object(
+    source: ObjectStore, destination: ObjectStore, folder: str, physical: Multihash, size: int
+) -> bool:
+    """Copy one object unless the destination has it; checked before it is written. True if copied.
+
+    The object streams through a local scratch file: checked in full before the destination sees a
+    byte, and never held in memory, whatever its size.
+    """
+    key = f"{folder}/{physical.to_multibase()}"
+    if destination.exists(key):
+        return False
+    with tempfile.TemporaryDirectory(prefix="odfproj-copy-") as scratch:
+        staged = Path(scratch) / "object"
+        with staged.open("xb") as out:
+            for piece in _checked_chunks(source, folder, physical, size):
+                out.write(piece)
+        destination.put_file(key, staged)
+    return True
