@@ -16,6 +16,7 @@ from odfproj.plan.planner import DesiredDataset, make_plan
 from odfproj.plan.queries import QueryChecker
 from odfproj.plan.renames import plan_renames
 from odfproj.plan.workspace_state import WorkspaceState, load_workspace_state
+from odfproj.project.collector import fewer_collections
 from odfproj.project.config import ProjectConfig
 from odfproj.project.loader import LoadedProject, PlanRequest, load_manifests_of, load_selected
 from odfproj.project.manifests import ProjectManifests
@@ -39,7 +40,15 @@ def load_project_state(
     A narrowed plan (``--select``...) reads the chains of the selected datasets and their inputs only,
     unless a manifest names an input by ``did:odf`` id: then every chain is read to find that id.
     Raises ``ManifestError`` listing every problem of every manifest (and of the graph) at once.
+    Runs with fewer garbage collections (``project.collector``): the snapshot lives as long as the command.
     """
+    with fewer_collections():
+        return _load_project_state(config, request, environ)
+
+
+def _load_project_state(
+    config: ProjectConfig, request: PlanRequest, environ: Mapping[str, str] | None
+) -> ProjectSnapshot:
     root = config.workspace(request.target)
     manifests = load_manifests_of(config, request, environ=environ)
     refs = _input_refs(manifests)
@@ -94,7 +103,18 @@ def plan_project(
     """The plan for the selected datasets, and the snapshot of the project it was made from.
 
     ``query_checker`` is called for created and changed queries only (it may start the engine).
+    Runs with fewer garbage collections (``project.collector``), as loading does.
     """
+    with fewer_collections():
+        return _plan_project(config, request, environ, query_checker)
+
+
+def _plan_project(
+    config: ProjectConfig,
+    request: PlanRequest,
+    environ: Mapping[str, str] | None,
+    query_checker: QueryChecker | None,
+) -> tuple[Plan, ProjectSnapshot]:
     snapshot = load_project_state(config, request, environ=environ)
     desired = []
     for name in snapshot.selection.names:

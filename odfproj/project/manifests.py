@@ -30,6 +30,7 @@ from odfproj.odf.yaml_codec import manifest_from_data
 from odfproj.odf.yaml_source import Path as DocPath
 from odfproj.odf.yaml_source import Problem, SourceMap, load_yaml_document
 from odfproj.project.boundary import FolderResolver, path_refusal
+from odfproj.project.collector import fewer_collections
 from odfproj.project.config import ProjectConfig
 from odfproj.project.parse_cache import ParseCache
 from odfproj.project.render import RenderContext, Renderer
@@ -147,7 +148,19 @@ def load_manifests(
     """Load the project's manifests (or just ``files``), rendered for ``target`` with ``vars_override``.
 
     Raises only for a bad ``target`` (``ProjectError``); everything wrong in files is a problem.
+    Runs with fewer garbage collections (``project.collector``): what it builds lives as long as the command.
     """
+    with fewer_collections():
+        return _load_manifests(config, vars_override, target, files, environ)
+
+
+def _load_manifests(
+    config: ProjectConfig,
+    vars_override: Mapping[str, Any] | None,
+    target: str | None,
+    files: Sequence[Path] | None,
+    environ: Mapping[str, str] | None,
+) -> ProjectManifests:
     context = RenderContext.for_project(config, vars_override=vars_override, target=target, environ=environ)
     renderer = Renderer(context)
     # The workspace's ODF version words the refusal of a newer construct (odfproj.odf.upgrade).
