@@ -7,7 +7,7 @@ re-ordered appends nothing, and an update appends exactly the events whose value
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +47,9 @@ class ChainView:
     kind: model.DatasetKind
     head: str
     has_data: bool
-    definition_events: tuple[Any, ...]
+    #: A tuple when read from the chain; from the view cache, its ``StoredEvents``, unpickled when first
+    #: read (a plan that finds the chain agreeing with its manifest never reads them).
+    definition_events: Sequence[Any]
     #: Definition events appended after the last apply, i.e. not produced by a manifest (described
     #: as "SetInfo (block 7)"); empty when there are none or no apply record exists.
     foreign_events: tuple[str, ...] = ()
@@ -110,6 +112,11 @@ def fold(events: Iterable[Any]) -> dict[str, Any]:
     return state
 
 
+def _resolved(ref: str, resolve_input: Callable[[str], str | None]) -> str | None:
+    """The id an input reference is committed as: a ``did:odf`` as given, a name as it resolves (None: not yet)."""
+    return ref if ref.startswith("did:") else resolve_input(ref)
+
+
 def normalise(event: Any, resolve_input: Callable[[str], str | None]) -> tuple[Any, tuple[str, ...]]:
     """The event as it must be committed: ``query`` as one-step ``queries``, inputs as DatasetIds.
 
@@ -120,9 +127,7 @@ def normalise(event: Any, resolve_input: Callable[[str], str | None]) -> tuple[A
         inputs = []
         for inp in event.inputs:
             alias = inp.alias or inp.dataset_ref
-            resolved = (
-                inp.dataset_ref if inp.dataset_ref.startswith("did:") else resolve_input(inp.dataset_ref)
-            )
+            resolved = _resolved(inp.dataset_ref, resolve_input)
             if resolved is None:
                 pending.append(inp.dataset_ref)
                 resolved = inp.dataset_ref
@@ -137,6 +142,51 @@ def _normalise_transform(transform: Any) -> Any:
     if isinstance(transform, model.TransformSql) and transform.query is not None and not transform.queries:
         return replace(transform, query=None, queries=(model.SqlQueryStep(query=transform.query),))
     return transform
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """A manifest definition that a chain was found to define exactly (``diff_dataset`` gave an unchanged
+    step with no changes): the manifest's definition digest (``project.parse_cache.definition_digest``) and
+    the ids its inputs resolved to.
+
+    ``diff_dataset`` depends on the snapshot, the view and those ids only. The view cache keeps an
+    agreement with the view it was found for and drops it when the chain's stamp changes, so while
+    the digest and the ids stay the same the diff would give the same step again: ``make_plan`` gives
+    ``unchanged_step`` without diffing (or unpickling the chain's events).
+    """
+
+    digest: str
+    inputs: tuple[str | None, ...]
+
+
+def agreement_of(
+    snapshot: model.DatasetSnapshot, digest: str, resolve_input: Callable[[str], str | None]
+) -> Agreement:
+    """The agreement ``snapshot`` (whose definition digest is ``digest``) would have with a chain today."""
+    return Agreement(
+        digest,
+        tuple(
+            _resolved(inp.dataset_ref, resolve_input)
+            for event in snapshot.metadata
+            if isinstance(event, model.SetTransform)
+            for inp in event.inputs
+        ),
+    )
+
+
+def _existing_step(
+    snapshot: model.DatasetSnapshot, manifest: str, view: ChainView, action: Action, **fields: Any
+) -> AppendDefinitions:
+    """A step for an existing dataset, pinned to the head it was planned against."""
+    return AppendDefinitions(
+        snapshot.name, action, manifest, snapshot.kind.name, expected_head=view.head, **fields
+    )
+
+
+def unchanged_step(snapshot: model.DatasetSnapshot, manifest: str, view: ChainView) -> AppendDefinitions:
+    """The step of a dataset whose chain defines exactly what its manifest does."""
+    return _existing_step(snapshot, manifest, view, Action.UNCHANGED)
 
 
 def diff_dataset(
@@ -162,10 +212,7 @@ def diff_dataset(
         )
 
     def step(action: Action, **fields: Any) -> AppendDefinitions:
-        """A step for this existing dataset, pinned to the head it was planned against."""
-        return AppendDefinitions(
-            snapshot.name, action, manifest, kind_name, expected_head=view.head, **fields
-        )
+        return _existing_step(snapshot, manifest, view, action, **fields)
 
     if view.kind != snapshot.kind:
         why = f"dataset kind changes from {view.kind.name} to {kind_name}; a dataset cannot change kind"
@@ -209,6 +256,8 @@ def diff_dataset(
 
     if reasons:
         return step(Action.REFUSED, reasons=tuple(reasons))
+    if not changes:
+        return unchanged_step(snapshot, manifest, view)
     if not any(c.event is not None for c in changes):
         return step(Action.UNCHANGED, changes=tuple(changes))
     if view.foreign_events:

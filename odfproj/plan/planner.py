@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from odfproj.odf import model
-from odfproj.plan.diff import ChainView, diff_dataset, fold
+from odfproj.plan.diff import ChainView, agreement_of, diff_dataset, fold, unchanged_step
 from odfproj.plan.model import Action, AppendDefinitions, DataStep, InputName, Plan, RenameDataset, Transform
 from odfproj.plan.queries import QueryChecker, check_queries
 from odfproj.plan.renames import PlannedRenames
+from odfproj.plan.view_cache import Agreements
 from odfproj.plan.work import data_step
 
 if TYPE_CHECKING:
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 class DesiredDataset:
     manifest: str
     snapshot: model.DatasetSnapshot
+    #: The snapshot's definition digest when the parse cache keeps it (``LoadedManifest.definition_digest``).
+    digest: str | None = None
 
 
 def make_plan(
@@ -39,6 +42,7 @@ def make_plan(
     known_ids: Mapping[str, str] | None = None,
     downstream_of: Callable[[str], Iterable[str]] | None = None,
     renames: PlannedRenames | None = None,
+    agreements: Agreements | None = None,
 ) -> Plan:
     """``desired`` in topological order; ``views`` keyed by lower-case dataset name.
 
@@ -56,6 +60,10 @@ def make_plan(
     ``known_ids`` (``did:odf`` -> name, the workspace's) names the inputs a step's changes give by
     id; ``downstream_of`` (the dataset graph's ``downstream``) finds, for a dataset run recomputes,
     the datasets it recomputes after it.
+
+    ``agreements`` (the workspace state's, see ``plan.diff.Agreement``): a dataset whose manifest digest
+    and inputs agree with what its unchanged chain was found to define is unchanged without a diff;
+    the agreements the diffs find are noted in it. Not used when the plan renames a dataset.
     """
     renames = renames or PlannedRenames((), views)
     views = renames.views
@@ -64,11 +72,8 @@ def make_plan(
     def resolve(ref: str) -> str | None:
         return planned_ids.get(ref.lower())
 
-    diffs = [
-        _refuse_old_names(d, renames)
-        or diff_dataset(d.snapshot, d.manifest, views.get(d.snapshot.name.lower()), resolve)
-        for d in desired
-    ]
+    memo = agreements if not renames.steps else None
+    diffs = [_refuse_old_names(d, renames) or _diff(d, views, resolve, memo) for d in desired]
     needed = _inputs_of_changed(desired, diffs)
     planned: dict[str, pa.Schema] = {}
     steps: list[AppendDefinitions] = []
@@ -116,6 +121,26 @@ def make_plan(
         warnings=tuple(warnings),
         created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     )
+
+
+def _diff(
+    d: DesiredDataset,
+    views: Mapping[str, ChainView],
+    resolve: Callable[[str], str | None],
+    agreements: Agreements | None,
+) -> AppendDefinitions:
+    """``diff_dataset``'s step, or ``unchanged_step`` when the chain agrees with the manifest as it did."""
+    key = d.snapshot.name.lower()
+    view = views.get(key)
+    if agreements is None or view is None or d.digest is None:
+        return diff_dataset(d.snapshot, d.manifest, view, resolve)
+    agreement = agreement_of(d.snapshot, d.digest, resolve)
+    if agreements.holds(key, agreement):
+        return unchanged_step(d.snapshot, d.manifest, view)
+    step = diff_dataset(d.snapshot, d.manifest, view, resolve)
+    if step.action is Action.UNCHANGED and not step.changes:
+        agreements.note(key, agreement)
+    return step
 
 
 def _refuse_old_names(d: DesiredDataset, renames: PlannedRenames) -> AppendDefinitions | None:

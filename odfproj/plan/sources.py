@@ -120,7 +120,7 @@ def _plan_project(
     for name in snapshot.selection.names:
         manifest = snapshot.graph.manifest_of(name)
         if manifest is not None and manifest.snapshot is not None:
-            desired.append(DesiredDataset(manifest.rel_path, manifest.snapshot))
+            desired.append(DesiredDataset(manifest.rel_path, manifest.snapshot, manifest.definition_digest))
     state = snapshot.state
     renames = plan_renames(
         config.moves if not request.narrowed else _moves_of(config, _selected_and_inputs(snapshot)),
@@ -135,6 +135,7 @@ def _plan_project(
         orphans = [
             n for n in state.names if n not in snapshot.manifests.by_name and renames.renamed_to(n) is None
         ]
+    agreements = state.agreements()
     plan = make_plan(
         project=config.name,
         workspace=str(snapshot.workspace),
@@ -155,5 +156,7 @@ def _plan_project(
         known_ids=snapshot.state.known_ids(),
         downstream_of=snapshot.graph.downstream,
         renames=renames,
+        agreements=agreements,
     )
+    state.keep(agreements)
     return plan, snapshot

@@ -8,6 +8,13 @@ in any way (a commit, an apply, a run, a restore from backup) builds the view ag
 ``refs/head`` with a new file (``storage.head.swap_head``), so its inode and mtime change even when the
 new hash is as long as the old. Reading a stamp is three ``stat`` calls, no file opened.
 
+A view's definition events (most of its objects: ten thousand views hold about 56,000) are kept as
+their own pickle inside the entry (``StoredEvents``) and unpickled only when something reads them:
+the diff of a dataset whose manifest changed. With each view the cache keeps the ``Agreement`` the last
+plan found (the digest of the manifest whose definition the chain matched, and its inputs' ids): a
+plan whose manifest and chain are both unchanged compares the agreement instead of diffing the events.
+A view built again (its stamp changed) starts with no agreement.
+
 The cache is this user's (``$XDG_CACHE_HOME/odfproj/plan/``, one file per workspace folder), never the
 workspace's: planning writes nothing into the workspace. It is a pickle, headed by a digest of its body,
 read by an unpickler that builds nothing but odfproj's dataclasses and enums and a few value types (no
@@ -22,13 +29,13 @@ import enum
 import io
 import os
 import pickle
-from collections.abc import Collection
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from odfproj.plan.apply_record import APPLY_RECORD
-from odfproj.plan.diff import ChainView
+from odfproj.plan.diff import Agreement, ChainView
 from odfproj.project.user_cache import (
     cache_enabled,
     code_fingerprint,
@@ -40,7 +47,7 @@ from odfproj.project.user_cache import (
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.update_record import UPDATE_RECORD
 
-__all__ = ["MIN_DATASETS", "ViewCache"]
+__all__ = ["MIN_DATASETS", "Agreements", "StoredEvents", "ViewCache"]
 
 #: Smaller workspaces are read fast enough without it.
 MIN_DATASETS = 20
@@ -50,6 +57,8 @@ _CODE = ("odf", "plan", "storage", "ingest")
 _VALUE_TYPES = {("datetime", "datetime"), ("datetime", "timezone"), ("datetime", "timedelta")}
 
 Stamp = tuple[tuple[int, ...], tuple[int, ...] | None, tuple[int, ...] | None]
+#: An entry: the stamp the view was built at, the view, and the agreement the last plan found for it.
+Entry = tuple[Stamp, ChainView, Agreement | None]
 
 
 class _ViewUnpickler(pickle.Unpickler):
@@ -63,6 +72,71 @@ class _ViewUnpickler(pickle.Unpickler):
             if isinstance(found, type) and (dataclasses.is_dataclass(found) or issubclass(found, enum.Enum)):
                 return found
         raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a view cache")
+
+
+@dataclass(eq=False)
+class StoredEvents(Sequence[Any]):
+    """A cached view's definition events: their pickle, unpickled (by ``_ViewUnpickler``) when first read.
+
+    Compares equal to the same events as a tuple. Pickled as its bytes, so saving the cache again
+    does not pickle the events again. The bytes come from the cache file, whose digest was checked.
+    """
+
+    pickled: bytes
+    _events: tuple[Any, ...] | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, events: Sequence[Any]) -> StoredEvents:
+        if isinstance(events, StoredEvents):
+            return events
+        return cls(pickle.dumps(tuple(events), protocol=pickle.HIGHEST_PROTOCOL), tuple(events))
+
+    def events(self) -> tuple[Any, ...]:
+        if self._events is None:
+            loaded = _ViewUnpickler(io.BytesIO(self.pickled)).load()
+            if not isinstance(loaded, tuple):
+                raise pickle.UnpicklingError("a view's events are not a tuple")
+            self._events = loaded
+        return self._events
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"pickled": self.pickled, "_events": None}
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Any, ...]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        return self.events()[index]
+
+    def __len__(self) -> int:
+        return len(self.events())
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.events())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StoredEvents):
+            return self.pickled == other.pickled or self.events() == other.events()
+        return isinstance(other, tuple) and self.events() == other
+
+    def __hash__(self) -> int:
+        return hash(self.events())
+
+
+@dataclass
+class Agreements:
+    """What ``make_plan`` may skip and what it found: ``known`` are the agreements of the views this plan
+    read from the cache, ``found`` those its diffs found (by lower-case name)."""
+
+    known: Mapping[str, Agreement]
+    found: dict[str, Agreement] = field(default_factory=dict)
+
+    def holds(self, key: str, agreement: Agreement) -> bool:
+        return self.known.get(key) == agreement
+
+    def note(self, key: str, agreement: Agreement) -> None:
+        self.found[key] = agreement
 
 
 def _file_stamp(path: str) -> tuple[int, ...] | None:
@@ -80,7 +154,7 @@ class ViewCache:
     file: Path
     enabled: bool
     code: str = ""
-    entries: dict[str, tuple[Stamp, ChainView]] = field(default_factory=dict)
+    entries: dict[str, Entry] = field(default_factory=dict)
     changed: bool = False
 
     @classmethod
@@ -96,7 +170,7 @@ class ViewCache:
         cache.entries = cache._read()
         return cache
 
-    def _read(self) -> dict[str, tuple[Stamp, ChainView]]:
+    def _read(self) -> dict[str, Entry]:
         body = read_checked(self.file)
         if body is None:
             return {}
@@ -104,7 +178,9 @@ class ViewCache:
             code, entries = _ViewUnpickler(io.BytesIO(body)).load()
         except Exception:  # any unpickling failure of a cache file means: build the views again
             return {}
-        return entries if code == self.code and isinstance(entries, dict) else {}
+        if code != self.code or not isinstance(entries, dict):
+            return {}
+        return {k: e for k, e in entries.items() if isinstance(e, tuple) and len(e) == 3}
 
     def stamp(self, dataset: Dataset) -> Stamp | None:
         """What the dataset's view depends on, as cheaply as it can be read; None when unreadable."""
@@ -130,11 +206,26 @@ class ViewCache:
             return None
         return entry[1]
 
+    def agreement(self, key: str) -> Agreement | None:
+        """The agreement kept with the view of ``key`` (ask only for a view ``get`` gave)."""
+        entry = self.entries.get(key)
+        return entry[2] if entry is not None else None
+
     def put(self, key: str, stamp: Stamp | None, view: ChainView) -> None:
+        """Keep a view just built (its events as ``StoredEvents``), with no agreement yet."""
         if not self.enabled or stamp is None:
             return
-        self.entries[key] = (stamp, view)
+        stored = replace(view, definition_events=StoredEvents.of(view.definition_events))
+        self.entries[key] = (stamp, stored, None)
         self.changed = True
+
+    def agree(self, agreements: Mapping[str, Agreement]) -> None:
+        """Keep the agreements a plan found with the views they were found for."""
+        for key, agreement in agreements.items():
+            entry = self.entries.get(key)
+            if self.enabled and entry is not None and entry[2] != agreement:
+                self.entries[key] = (entry[0], entry[1], agreement)
+                self.changed = True
 
     def save(self, keep: Collection[str] | None = None) -> None:
         """Write the cache if anything changed, keeping only ``keep`` (lower-case names; all when None)."""

@@ -6,15 +6,15 @@ Reads only, and without recovery: planning never writes to the workspace.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from odfproj.odf import model
 from odfproj.plan.apply_record import APPLY_RECORD, applied_sequence_number
-from odfproj.plan.diff import WRITTEN_BY_DATA, ChainView
-from odfproj.plan.view_cache import ViewCache
+from odfproj.plan.diff import WRITTEN_BY_DATA, Agreement, ChainView
+from odfproj.plan.view_cache import Agreements, ViewCache
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.projection import ChainProjection, event_kind
 from odfproj.storage.update_record import read_update_record
@@ -30,10 +30,24 @@ class WorkspaceState:
     names: tuple[str, ...]
     #: How many datasets the workspace holds, read or not (a narrowed plan reads only some).
     total: int = 0
+    #: The agreements kept with the views read from the view cache (``plan.diff.Agreement``).
+    agreed: Mapping[str, Agreement] = field(default_factory=lambda: MappingProxyType({}), compare=False)
+    #: The view cache the views came from, to keep the agreements a plan finds (None: not cached).
+    cache: ViewCache | None = field(default=None, compare=False, repr=False)
 
     def known_ids(self) -> dict[str, str]:
         """``did:odf`` -> dataset name, for resolving inputs given by id."""
         return {self.views[name.lower()].dataset_id: name for name in self.names}
+
+    def agreements(self) -> Agreements:
+        """What a plan of these views may skip diffing, and where it notes what it finds."""
+        return Agreements(self.agreed)
+
+    def keep(self, agreements: Agreements) -> None:
+        """Remember the agreements a plan found with their views (writes the cache only if one is new)."""
+        if self.cache is not None and agreements.found:
+            self.cache.agree(agreements.found)
+            self.cache.save()
 
 
 def load_workspace_state(root: Path, names: Collection[str] | None = None) -> WorkspaceState:
@@ -48,6 +62,7 @@ def load_workspace_state(root: Path, names: Collection[str] | None = None) -> Wo
     listed = [dataset.name for dataset in handles]
     read = tuple(d for d in handles if wanted is None or d.name.lower() in wanted)
     views: dict[str, ChainView] = {}
+    agreed: dict[str, Agreement] = {}
     cache = ViewCache.open(root, len(listed))
     for dataset in read:
         key = dataset.name.lower()
@@ -56,9 +71,17 @@ def load_workspace_state(root: Path, names: Collection[str] | None = None) -> Wo
         if view is None:
             view = _view_of(dataset)
             cache.put(key, stamp, view)
+        elif (agreement := cache.agreement(key)) is not None:
+            agreed[key] = agreement
         views[key] = view
     cache.save(keep=[n.lower() for n in listed] if names is None else None)
-    return WorkspaceState(MappingProxyType(views), tuple(d.name for d in read), len(listed))
+    return WorkspaceState(
+        MappingProxyType(views),
+        tuple(d.name for d in read),
+        len(listed),
+        MappingProxyType(agreed),
+        cache if cache.enabled else None,
+    )
 
 
 def _view_of(dataset: Dataset) -> ChainView:

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,9 @@ class LoadedManifest:
     source_text: str = field(default="", repr=False, compare=False)
     source_map: SourceMap = field(default_factory=SourceMap, repr=False, compare=False)
     """Positions in the rendered text, for problems found later (e.g. an unknown input)."""
+    definition_digest: str | None = field(default=None, repr=False, compare=False)
+    """The digest of ``snapshot``'s plain data when the parse cache keeps it (``parse_cache.definition_digest``),
+    else None: ``plan`` compares it with the one it last found a chain to define instead of diffing events."""
 
     @property
     def ok(self) -> bool:
@@ -184,10 +187,13 @@ def _load_manifests(
         if key is not None:
             keys[rel_path] = key
     fresh = _load_all(jobs, renderer, odf_version)
-    for manifest in fresh:
+    for i, manifest in enumerate(fresh):
         key = keys.get(manifest.rel_path)
         if key is not None and manifest.snapshot is not None and not manifest.problems:
-            cache.put(manifest.rel_path, key, manifest.snapshot, manifest.rendered_text, manifest.source_text)
+            digest = cache.put(
+                manifest.rel_path, key, manifest.snapshot, manifest.rendered_text, manifest.source_text
+            )
+            fresh[i] = replace(manifest, definition_digest=digest)
     cache.save(keep=None if files is not None else [*keys, *(m.rel_path for m in done)])
     loaded = tuple(sorted([*fresh, *done], key=lambda m: m.rel_path))
     problems = [*renderer.problems]
@@ -251,16 +257,16 @@ def _from_cache(cache: ParseCache, path: Path, rel_path: str) -> tuple[LoadedMan
     hit = cache.get(rel_path, key, source)
     if hit is None:
         return None, key
-    snapshot, rendered = hit
     manifest = LoadedManifest(
         path=path,
         rel_path=rel_path,
-        rendered_text=rendered,
-        snapshot=snapshot,
+        rendered_text=hit.rendered,
+        snapshot=hit.snapshot,
         problems=(),
-        name=snapshot.name,
+        name=hit.snapshot.name,
         source_text=source,
-        source_map=deferred_source_map(rendered, rel_path),
+        source_map=deferred_source_map(hit.rendered, rel_path),
+        definition_digest=hit.digest,
     )
     return manifest, None
 

@@ -13,6 +13,11 @@ under a key made of everything its loading depends on:
   ``odfproj/odf`` and ``odfproj/project``, the bundled schemas, and the installed Jinja, PyYAML and
   jsonschema. A cache written by other code is dropped whole.
 
+With each snapshot it keeps a digest of that plain data (``definition_digest``), which the loaded
+manifest carries: ``plan`` remembers, with a chain's view, the digest of the manifest it found the chain
+to define exactly, and next time compares the two digests instead of diffing the events
+(``plan.view_cache.Agreement``).
+
 Manifests with problems (even warnings) are never remembered: they are loaded again, so every
 command reports them exactly as before.
 
@@ -49,13 +54,13 @@ from odfproj.project.user_cache import (
     write_checked,
 )
 
-__all__ = ["CACHE_ENV", "MIN_MANIFESTS", "ParseCache"]
+__all__ = ["CACHE_ENV", "MIN_MANIFESTS", "CachedManifest", "ParseCache", "definition_digest"]
 
 #: Smaller projects load fast enough without it (and leave no file behind). From here on it spares an
 #: unchanged project the pyarrow import (0.1 s) that checking manifests' DDL schemas brings.
 MIN_MANIFESTS = 20
-#: Bumped when the file's layout changes.
-FORMAT = 1
+#: Bumped when the file's layout changes (2: each entry has its snapshot's ``digest``).
+FORMAT = 2
 #: The code loading depends on: odfproj's sub-packages, and the libraries that render, parse and validate.
 _CODE = ("odf", "project", "resources/schemas")
 _LIBRARIES = ("jinja2", "yaml", "jsonschema")
@@ -73,6 +78,21 @@ def render_fingerprint(context: RenderContext) -> str:
     }
     text = json.dumps(inputs, sort_keys=True, default=repr)
     return hashlib.blake2b(text.encode(), digest_size=20).hexdigest()
+
+
+def definition_digest(data: Any) -> str:
+    """The digest of a snapshot's plain data (``yaml_codec.to_data``): equal digests, equal snapshots."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=20).hexdigest()
+
+
+@dataclass(frozen=True)
+class CachedManifest:
+    """What the cache gives back for a manifest: its snapshot, rendered text and definition digest."""
+
+    snapshot: DatasetSnapshot
+    rendered: str
+    digest: str
 
 
 @dataclass
@@ -124,35 +144,44 @@ class ParseCache:
         digest.update(data)
         return digest.hexdigest()
 
-    def get(self, rel_path: str, key: str, source: str) -> tuple[DatasetSnapshot, str] | None:
-        """The snapshot and rendered text remembered for ``rel_path`` under ``key``, or None."""
+    def get(self, rel_path: str, key: str, source: str) -> CachedManifest | None:
+        """What is remembered for ``rel_path`` under ``key``, or None."""
         entry = self.entries.get(rel_path)
         if not self.enabled or not isinstance(entry, dict) or entry.get("key") != key:
             return None
-        rendered = entry.get("text", source)
+        rendered, digest = entry.get("text", source), entry.get("digest")
         try:
             snapshot = from_data("DatasetSnapshot", entry.get("snapshot"))
         except (InvalidValueError, ValueError, TypeError, KeyError):
             return None
-        if not isinstance(snapshot, DatasetSnapshot) or not isinstance(rendered, str):
+        if (
+            not isinstance(snapshot, DatasetSnapshot)
+            or not isinstance(rendered, str)
+            or not isinstance(digest, str)
+        ):
             return None
-        return snapshot, rendered
+        return CachedManifest(snapshot, rendered, digest)
 
-    def put(self, rel_path: str, key: str, snapshot: DatasetSnapshot, rendered: str, source: str) -> None:
-        """Remember a manifest that loaded with no problem, if its data reads back as the same snapshot."""
+    def put(
+        self, rel_path: str, key: str, snapshot: DatasetSnapshot, rendered: str, source: str
+    ) -> str | None:
+        """Remember a manifest that loaded with no problem, if its data reads back as the same snapshot;
+        its definition digest when it is remembered (None: not remembered, the cache is off)."""
         if not self.enabled:
-            return
+            return None
         data = to_data(snapshot)
         try:
             if from_data("DatasetSnapshot", json.loads(json.dumps(data))) != snapshot:
-                return
+                return None
         except (InvalidValueError, ValueError, TypeError):
-            return
-        entry: dict[str, Any] = {"key": key, "snapshot": data}
+            return None
+        digest = definition_digest(data)
+        entry: dict[str, Any] = {"key": key, "snapshot": data, "digest": digest}
         if rendered != source:
             entry["text"] = rendered
         self.entries[rel_path] = entry
         self.changed = True
+        return digest
 
     def save(self, keep: Collection[str] | None = None) -> None:
         """Write the cache if anything changed, keeping only ``keep`` (all entries when None)."""

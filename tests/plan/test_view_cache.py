@@ -162,3 +162,22 @@ def test_a_small_workspace_is_not_cached(project, built, cache_home, monkeypatch
     _state(project)
     assert sorted(built) == sorted(FILES)
     assert not (cache_home / "odfproj" / "plan").exists()
+
+
+def test_a_cached_view_unpickles_its_events_only_when_they_are_read(project):
+    built = _state(project).views["org.views.c"]
+    cached = _state(project).views["org.views.c"]
+    events = cached.definition_events
+    assert isinstance(events, view_cache.StoredEvents) and events._events is None
+    assert cached == built  # compared as the tuple it stands for: this reads them
+    assert events._events is not None
+    assert tuple(events) == built.definition_events and len(events) == len(built.definition_events)
+    assert pickle.loads(pickle.dumps(events)).pickled == events.pickled  # kept as its bytes
+
+
+def test_stored_events_build_nothing_but_what_a_view_holds(tmp_path):
+    canary = tmp_path / "canary"
+    stored = view_cache.StoredEvents(pickle.dumps((_Hostile(canary),)))
+    with pytest.raises(pickle.UnpicklingError):
+        list(stored)
+    assert not canary.exists()
