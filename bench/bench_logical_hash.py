@@ -23,7 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from odfproj.storage.hashing import default_threads, logical_digest_parquet, physical_digest
+from odfproj.storage.hashing import default_threads, logical_digest_parquet
+from odfproj.storage.physical_hash import physical_digest
 
 MB = 1_000_000
 

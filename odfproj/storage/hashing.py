@@ -1,7 +1,8 @@
 """ODF data hashing: the physical and the logical hash of a data slice.
 
 * **Physical hash** - SHA3-256 of the file's bytes. It names a file in content-addressed storage and
-  changes with every re-encoding of the same rows.
+  changes with every re-encoding of the same rows. It lives in ``storage.physical_hash``, which moving
+  an object needs without the Arrow stack this module loads.
 * **Logical hash** - ``arrow0-sha3-256``: the ``RecordDigestV0`` algorithm of the reference crate
   ``arrow-digest`` (versions 35 to 57, which kamu used throughout 2024) computed over SHA3-256. It
   hashes the Arrow *values*, so it is blind to Parquet encodings, row groups, batch sizes and
@@ -24,7 +25,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -39,7 +40,6 @@ if sys.byteorder != "little":  # pragma: no cover - every supported platform is 
 __all__ = [
     "DIGEST_SIZE",
     "LOGICAL_HASH_CODEC",
-    "PHYSICAL_HASH_CODEC",
     "ArrayDigest",
     "RecordDigest",
     "UnsupportedArrowTypeError",
@@ -47,20 +47,14 @@ __all__ = [
     "default_threads",
     "logical_digest_parquet",
     "logical_digest_table",
-    "physical_digest",
-    "physical_digest_bytes",
-    "physical_digest_stream",
     "type_seed",
 ]
 
-#: multicodec ``sha3-256``: the physical hash of a data or checkpoint file.
-PHYSICAL_HASH_CODEC = 0x16
 #: multicodec ``arrow0-sha3-256`` (ODF private-use area): the logical hash of a data slice.
 LOGICAL_HASH_CODEC = 0x300016
 #: Both hashes are SHA3-256 digests.
 DIGEST_SIZE = 32
 
-_READ_CHUNK = 1 << 20
 #: Rows per internal chunk: bounds the temporaries built for one update to a few tens of MiB.
 _CHUNK_ROWS = 1 << 18
 #: Payload bytes per internal chunk of a variable-size column (keeps 32-bit offsets safe, too).
@@ -72,39 +66,6 @@ _PARALLEL_MIN_VALUES = 1 << 15
 
 class UnsupportedArrowTypeError(InvalidValueError):
     """A column has an Arrow type that ``arrow-digest`` V0 cannot hash (so no hash would match kamu's)."""
-
-
-# --------------------------------------------------------------------------------------------------
-# Physical hash
-# --------------------------------------------------------------------------------------------------
-
-
-def physical_digest(path: str | os.PathLike[str]) -> bytes:
-    """SHA3-256 of a whole file, read in 1 MiB pieces so that any file size fits in memory."""
-    with open(path, "rb", buffering=0) as file:
-        return physical_digest_stream(file)
-
-
-def physical_hasher() -> Any:
-    """A fresh hash object of the physical hash (``update`` with bytes, then ``digest``)."""
-    return hashlib.sha3_256()
-
-
-def physical_digest_stream(stream: BinaryIO) -> bytes:
-    """SHA3-256 of everything left in a binary stream (e.g. a download in progress)."""
-    hasher = physical_hasher()
-    buffer = bytearray(_READ_CHUNK)
-    view = memoryview(buffer)
-    while True:
-        count = stream.readinto(buffer)
-        if not count:
-            return hasher.digest()
-        hasher.update(view[:count])
-
-
-def physical_digest_bytes(data: bytes | bytearray | memoryview) -> bytes:
-    """SHA3-256 of bytes already in memory; equal to :func:`physical_digest` of a file holding them."""
-    return hashlib.sha3_256(data).digest()
 
 
 # --------------------------------------------------------------------------------------------------

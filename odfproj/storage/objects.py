@@ -25,13 +25,8 @@ from odfproj.errors import InvalidValueError
 from odfproj.odf import model
 from odfproj.odf.multiformats import Multihash
 from odfproj.storage.errors import IntegrityError
-from odfproj.storage.hashing import (
-    LOGICAL_HASH_CODEC,
-    PHYSICAL_HASH_CODEC,
-    logical_digest_parquet,
-    physical_digest,
-    physical_hasher,
-)
+from odfproj.storage.hashing import LOGICAL_HASH_CODEC, logical_digest_parquet
+from odfproj.storage.physical_hash import PHYSICAL_HASH_CODEC, physical_digest, physical_hasher
 
 
 def physical_hash(path: Path) -> Multihash:

@@ -29,15 +29,13 @@ from odfproj.errors import InvalidValueError
 from odfproj.storage import hashing
 from odfproj.storage.hashing import (
     LOGICAL_HASH_CODEC,
-    PHYSICAL_HASH_CODEC,
     UnsupportedArrowTypeError,
     array_digest,
     logical_digest_parquet,
     logical_digest_table,
-    physical_digest,
-    physical_digest_bytes,
     type_seed,
 )
+from odfproj.storage.physical_hash import PHYSICAL_HASH_CODEC, physical_digest, physical_digest_bytes
 
 HYPOTHESIS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -19,8 +19,8 @@ from odfproj.odf import model
 from odfproj.odf.arrow_schema import encode_arrow_schema
 from odfproj.odf.multiformats import Multihash
 from odfproj.storage.dataset import Dataset
-from odfproj.storage.hashing import PHYSICAL_HASH_CODEC, physical_digest
 from odfproj.storage.objects import logical_hash, physical_hash
+from odfproj.storage.physical_hash import PHYSICAL_HASH_CODEC, physical_digest
 from odfproj.storage.projection import ChainProjection
 
 TS = pa.timestamp("ms", tz="UTC")
