@@ -85,6 +85,9 @@ def run(
     holder = SparkSessionHolder(settings)
     request = selection.request()
     warm = warm_run_refusal(state.warm, settings)
+    if warm is None and config.remote_workspace() is not None:
+        # The server would fetch the store's objects with the credentials it started with, not this command's.
+        warm = "the workspace is remote: its objects are fetched with this command's own credentials"
     if warm is not None and state.verbose:
         say(f"warm engine not used ({warm}): this run starts a JVM of its own")
 
@@ -102,7 +105,7 @@ def run(
     on_event = view.update if live else _print_line
     display = Live(view, console=console, refresh_per_second=4, transient=True) if live else nullcontext()
     on_first = (lambda: view.interrupt(FIRST_INTERRUPT)) if live else (lambda: say(FIRST_INTERRUPT))
-    remote = synced(config, selection.target, writer="odfproj run", data=True)
+    remote = synced(config, selection.target, writer="odfproj run", report=say if state.verbose else None)
     # The same options for a warm run and a cold one.
     options: dict[str, Any] = {
         "threads": threads,

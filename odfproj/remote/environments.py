@@ -30,8 +30,8 @@ from odfproj.odf.multiformats import Multihash
 from odfproj.storage.env_record import RECORD_FILE, EnvironmentRecord, PreviewEnvironmentError
 from odfproj.storage.errors import RemoteError
 from odfproj.storage.fsutil import remove_tree, replace_atomic
-from odfproj.storage.hashing import PHYSICAL_HASH_CODEC, physical_hasher
 from odfproj.storage.object_store import ObjectStore
+from odfproj.storage.physical_hash import PHYSICAL_HASH_CODEC, physical_hasher
 from odfproj.workspace_paths import ENVS_DIR, check_environment_name
 
 if TYPE_CHECKING:
@@ -133,7 +133,6 @@ def environment_synced(
     name: str,
     *,
     writer: str | None,
-    data: bool = False,
     production_writer: bool = False,
     missing: Callable[[], Exception] | None = None,
 ) -> Iterator[None]:
@@ -144,7 +143,7 @@ def environment_synced(
     not (what it committed locally, each dataset atomically, is valid and goes up, as for production);
     a reader (``None``) takes no lock and writes nothing. ``production_writer`` (publish, the one
     command that changes production) also locks production and commits it before the environment.
-    ``data``: also fetch production's data objects. ``missing``: the error to raise when the store
+    ``missing``: the error to raise when the store
     has no such environment; without it an absent environment is one the command is about to make.
     """
     from odfproj.remote.workspace import checkout, commit, remote_lock
@@ -154,7 +153,7 @@ def environment_synced(
             locks.enter_context(remote_lock(store, purpose=writer))
         if writer is not None:
             locks.enter_context(remote_lock(environment_store(store, name), purpose=writer))
-        checkout(store, cache, data=data)  # production: read; written back by publish alone
+        checkout(store, cache)  # production: read; written back by publish alone
         if not checkout_environment(store, cache.root, name) and missing is not None:
             raise missing()
         try:

@@ -192,18 +192,3 @@ def execute_sync(
 
 def sync_dataset(name: str, source: ObjectStore, destination: ObjectStore) -> SyncOutcome:
     return execute_sync(plan_sync(name, source, destination), source, destination)
-
-
-def fetch_missing_objects(source: ObjectStore, destination: ObjectStore) -> int:
-    """Copy every object the destination's chain references but lacks (after a metadata-only pull).
-
-    Each object is checked against its hash and size before it is written. Returns how many moved.
-    """
-    found = read_head(destination, "the destination")
-    if found is None:
-        return 0
-    copied = 0
-    for chain_block in walk(destination, found[0]):
-        for folder, physical, size in objects_of(chain_block.block):
-            copied += copy_object(source, destination, folder, physical, size)
-    return copied

@@ -2,8 +2,8 @@
 
 The remote holds the same layout as a workspace on disk (``datasets/<name>/refs/head``, ``blocks/``,
 ``data/``, ``checkpoints/``); private keys and the workspace's own records stay local. A command
-works on a local cache: :func:`checkout` pulls the metadata (and, for commands that read data, the
-objects, each checked against its hash); :func:`commit` uploads data and blocks first and then moves
+works on a local cache: :func:`checkout` pulls the metadata, and the data files and checkpoints a
+command reads are fetched as it reads them, each checked against its hash (``storage.origin``); :func:`commit` uploads data and blocks first and then moves
 each dataset's ``refs/head`` by compare-and-swap, so two writers can never interleave and an
 interrupted commit leaves every head old or new.
 
@@ -26,15 +26,16 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
 from odfproj.remote.repository import pull, push, repository_datasets
-from odfproj.remote.sync import SyncOutcome, fetch_missing_objects, objects_of, read_head, walk
+from odfproj.remote.sync import SyncOutcome, objects_of, read_head, walk
 from odfproj.storage.chain import append_block
+from odfproj.storage.derived_sync import send_up_all
 from odfproj.storage.errors import ChainInvariantError, RemoteError, WorkspaceLockedError
 from odfproj.storage.object_copy import check_object
-from odfproj.storage.object_store import FolderStore, ObjectStore
+from odfproj.storage.object_store import ObjectStore
+from odfproj.storage.origin import DATASETS, write_origin
 from odfproj.storage.workspace import Workspace
 
 LOCK_KEY = ".lock"
-DATASETS = "datasets"
 #: How long a lock is honoured without being renewed: longer than any apply, short enough that a
 #: crashed runner does not block the team for long (``odfproj unlock`` breaks it sooner).
 DEFAULT_LOCK_TTL = timedelta(hours=2)
@@ -132,24 +133,29 @@ def remote_lock(
         release_lock(store, lock)
 
 
-def checkout(store: ObjectStore, cache: Workspace, *, data: bool = False) -> list[SyncOutcome]:
-    """Bring the cache up to the remote: every dataset's blocks and head, and its objects if ``data``.
+def checkout(store: ObjectStore, cache: Workspace) -> list[SyncOutcome]:
+    """Bring the cache up to the remote: every dataset's blocks and head, no data file or checkpoint.
 
-    Without ``data`` only metadata moves (what ``plan`` needs); :func:`fetch_data` fills the objects
-    of one dataset later, when a command needs them.
+    The cache records the store as its origin (``storage.origin``), so a data file or checkpoint is
+    fetched, checked, the first time a command asks where it is: a command reads exactly the objects it
+    opens (a no-op run none, an update the slices and records its steps read).
     """
-    return pull(cache, [], store.child(DATASETS), objects=data)
-
-
-def fetch_data(store: ObjectStore, cache: Workspace, name: str) -> int:
-    """Fetch the objects of one cached dataset that the cache lacks, each checked; returns how many."""
-    dataset = cache.open(name)
-    return fetch_missing_objects(store.child(DATASETS).child(dataset.name), FolderStore(dataset.path))
+    write_origin(cache.root, store.url)
+    return pull(cache, [], store.child(DATASETS), objects=False)
 
 
 def commit(store: ObjectStore, cache: Workspace, names: Sequence[str] = ()) -> list[SyncOutcome]:
-    """Upload the cache's new objects and blocks, then move each remote head by compare-and-swap."""
-    return push(cache, names, store.child(DATASETS))
+    """Upload the cache's new objects and blocks, then move each remote head by compare-and-swap, then
+    send up the derived records written since the last sync (``storage.derived_sync``).
+
+    The records go after the heads: one that lags the store's head is caught up from the new blocks by
+    its reader, while one that led it would not be a block of the chain and would be rebuilt.
+    """
+    outcomes = push(cache, names, store.child(DATASETS))
+    for dataset in cache.read_handles():
+        if not names or dataset.name in names:
+            send_up_all(dataset.layout.info_dir, store.child(DATASETS).child(dataset.name).child("info"))
+    return outcomes
 
 
 def _user() -> str:

@@ -159,7 +159,7 @@ class CompactedCopy:
 
 
 def compacted_directory(dataset: Dataset) -> Path:
-    return dataset.layout.info_dir / COMPACTED_DIR
+    return dataset.derived_dir(COMPACTED_DIR)
 
 
 def compacted_copy(dataset: Dataset) -> CompactedCopy | None:

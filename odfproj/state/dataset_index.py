@@ -34,7 +34,7 @@ INDEX_DIR = "state-index"
 
 
 def index_directory(dataset: Dataset) -> Path:
-    return dataset.layout.info_dir / INDEX_DIR
+    return dataset.derived_dir(INDEX_DIR)
 
 
 def primary_key_of(projection: ChainProjection) -> tuple[str, ...] | None:
@@ -60,7 +60,7 @@ def change_batches(
         event = block.event
         offsets = records = None
         if isinstance(event, DATA_EVENTS) and event.new_data is not None:
-            path = dataset.objects.data_path(event.new_data.physical_hash)
+            path = dataset.objects.data_path(event.new_data.physical_hash, event.new_data.size)
             try:
                 records = pq.read_table(path, columns=columns).rename_columns([OFFSET, OP, *key_columns])
             except FileNotFoundError:

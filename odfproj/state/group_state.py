@@ -41,7 +41,7 @@ FORMAT = 1
 
 
 def group_state_directory(dataset: Dataset) -> Path:
-    return dataset.layout.info_dir / GROUP_STATE_DIR
+    return dataset.derived_dir(GROUP_STATE_DIR)
 
 
 def _files(version: Path) -> dict[str, int]:

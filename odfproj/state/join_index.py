@@ -121,7 +121,7 @@ class JoinIndex:
 
 
 def join_index_directory(dataset: Dataset) -> Path:
-    return dataset.layout.info_dir / JOIN_INDEX_DIR
+    return dataset.derived_dir(JOIN_INDEX_DIR)
 
 
 def key_value(value: Column, kind: str) -> Column:

@@ -1,10 +1,16 @@
-"""Where a dataset's objects are found: its own folder first, then the folders it reads from.
+"""Where a dataset's objects are found: its own folder first, then the folders it reads from, then its origin.
 
 Blocks, data slices and checkpoints are content-addressed, so an object with a given hash has the
 same bytes wherever it is found. That is what lets a dataset of a preview environment (see
 ``storage.environment``) keep only its new objects in its own folder and read every older one from
 production's folder: no copy, and nothing written there. A dataset of an ordinary workspace has no
 read areas, and each lookup is the plain path arithmetic of :class:`DatasetLayout`.
+
+A dataset of a remote workspace's cache (``storage.origin``) also has an *origin*: the dataset's prefix
+in the object store. A data file or checkpoint that no folder holds yet is fetched from there, checked
+against its hash, into the folder that mirrors the store, the first time something asks where it is.
+So a command reads exactly the objects it opens, and a second command on the same cache reads none
+again (blocks are not fetched here: checking out a remote workspace brings every new block).
 
 This is the disk form of the seam in docs/design/object-areas-and-heads.md (one write area, read
 areas after it); an object-store form answers the same three lookups with URLs.
@@ -18,35 +24,61 @@ from pathlib import Path
 
 from odfproj.odf.multiformats import Multihash
 from odfproj.storage.layout import DatasetLayout
+from odfproj.storage.object_copy import fetch_object
+from odfproj.storage.object_store import ObjectStore
+
+
+@dataclass(frozen=True)
+class ObjectOrigin:
+    """Where a cached dataset's missing objects come from: its ``store`` prefix (``refs/head``,
+    ``data/``, ...), fetched into ``mirror``, the local folder that caches that prefix."""
+
+    store: ObjectStore
+    mirror: DatasetLayout
 
 
 @dataclass(frozen=True)
 class ObjectAreas:
-    """The write area of a dataset (its own folder) and the areas its older objects are read from."""
+    """The write area of a dataset (its own folder), the areas its older objects are read from, and the
+    store its objects are fetched from when no area holds them."""
 
     write: DatasetLayout
     read: tuple[DatasetLayout, ...] = ()
+    origin: ObjectOrigin | None = None
 
     def block_path(self, block_hash: Multihash) -> Path:
         """Where the block is: the first area holding it, else where it would be written."""
         return self._find(DatasetLayout.block_path, block_hash)
 
-    def data_path(self, physical_hash: Multihash) -> Path:
-        return self._find(DatasetLayout.data_path, physical_hash)
+    def data_path(self, physical_hash: Multihash, size: int | None = None) -> Path:
+        """Where the data file is (fetched from the origin first, if no area holds it); ``size``, which
+        the block naming the file records, is checked as well when given."""
+        return self._find(DatasetLayout.data_path, physical_hash, ("data", size))
 
-    def checkpoint_path(self, physical_hash: Multihash) -> Path:
-        return self._find(DatasetLayout.checkpoint_path, physical_hash)
+    def checkpoint_path(self, physical_hash: Multihash, size: int | None = None) -> Path:
+        return self._find(DatasetLayout.checkpoint_path, physical_hash, ("checkpoints", size))
 
     def is_own(self, path: Path) -> bool:
         """Whether ``path`` lies in the write area (an object a publish has to move)."""
         return path.is_relative_to(self.write.root)
 
-    def _find(self, place: Callable[[DatasetLayout, Multihash], Path], object_hash: Multihash) -> Path:
+    def _find(
+        self,
+        place: Callable[[DatasetLayout, Multihash], Path],
+        object_hash: Multihash,
+        fetch: tuple[str, int | None] | None = None,
+    ) -> Path:
         own = place(self.write, object_hash)
-        if not self.read or own.exists():
+        if (not self.read and self.origin is None) or own.exists():
             return own  # an ordinary dataset: one folder, no stat
         for area in self.read:
             path = place(area, object_hash)
             if path.exists():
                 return path
+        if self.origin is not None and fetch is not None:
+            target = place(self.origin.mirror, object_hash)
+            if not target.exists():
+                folder, size = fetch
+                fetch_object(self.origin.store, folder, object_hash, size, target)
+            return target
         return own

@@ -23,7 +23,7 @@ from odfproj.odf.flatbuffers_codec import decode_block, decode_manifest, encode_
 from odfproj.odf.identity import DatasetId
 from odfproj.odf.multiformats import Multihash
 from odfproj.odf.timestamps import to_utc
-from odfproj.storage.areas import ObjectAreas
+from odfproj.storage.areas import ObjectAreas, ObjectOrigin
 from odfproj.storage.chain import append_block
 from odfproj.storage.commit import Transaction, clean_leftovers, find_leftovers
 from odfproj.storage.errors import (
@@ -55,12 +55,14 @@ class Dataset:
         read_areas: Sequence[Path] = (),
         pinned: str | None = None,
         pinned_head: Multihash | None = None,
+        origin: ObjectOrigin | None = None,
     ) -> None:
         self.name = name
         self.path = Path(path)
         self.layout = DatasetLayout(self.path)
-        #: Where objects are found: this folder first, then ``read_areas`` (see ``storage.areas``).
-        self.objects = ObjectAreas(self.layout, tuple(DatasetLayout(Path(p)) for p in read_areas))
+        #: Where objects are found: this folder first, then ``read_areas``, then fetched from ``origin``
+        #: (a remote workspace's store; see ``storage.areas``).
+        self.objects = ObjectAreas(self.layout, tuple(DatasetLayout(Path(p)) for p in read_areas), origin)
         #: Why this handle must not append (a dataset an environment reads from production at a
         #: pinned head); ``None`` for a writable dataset.
         self.pinned = pinned
@@ -72,6 +74,8 @@ class Dataset:
         #: Records derived from the chain that this handle already read (e.g. ``storage.data_index``),
         #: by name; each is stamped with the head it reflects and used only at that head.
         self.memo: dict[str, object] = {}
+        #: The derived record kinds this handle already brought down from its origin (derived_dir).
+        self._derived_synced: set[str] = set()
 
     def __repr__(self) -> str:
         return f"Dataset({self.name!r}, {str(self.path)!r})"
@@ -264,6 +268,23 @@ class Dataset:
         if self.pinned is None:
             return ()
         return tuple(layout.info_dir / name for layout in self.objects.read)
+
+    def derived_dir(self, kind: str) -> Path:
+        """The folder of a derived record of ``kind`` (``info/<kind>/``: a state index, a group state...).
+
+        In a remote workspace's cache, the store's copy of the record is brought down the first time
+        a handle asks (``storage.derived_sync``), so a fresh runner updates the record instead of
+        rebuilding it from history it would have to fetch. Not for an environment's dataset, whose
+        records are its own (or, pinned, production's: :meth:`pinned_info_dirs`).
+        """
+        directory = self.layout.info_dir / kind
+        origin = self.objects.origin
+        if origin is not None and not self.objects.read and kind not in self._derived_synced:
+            from odfproj.storage.derived_sync import bring_down
+
+            self._derived_synced.add(kind)
+            bring_down(origin.store.child("info").child(kind), directory)
+        return directory
 
     def write_info(self, name: str, data: bytes) -> None:
         """Replace a file of ``info/`` atomically and durably."""

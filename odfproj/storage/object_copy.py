@@ -8,22 +8,26 @@ sees a byte, and streams through a local scratch file: never held whole in memor
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from odfproj.odf.multiformats import Multihash
 from odfproj.storage.errors import RemoteError
-from odfproj.storage.hashing import PHYSICAL_HASH_CODEC, physical_hasher
+from odfproj.storage.fsutil import fsync_dir, new_txid
 from odfproj.storage.object_store import ObjectStore
+from odfproj.storage.physical_hash import PHYSICAL_HASH_CODEC, physical_hasher
 
-__all__ = ["check_object", "copy_object"]
+__all__ = ["check_object", "copy_object", "fetch_object"]
 
 
-def _checked_chunks(source: ObjectStore, folder: str, physical: Multihash, size: int) -> Iterator[bytes]:
-    """One data file or checkpoint as a stream of pieces, checked against its size and physical hash as
-    it passes: a mismatch raises after the last piece (or as soon as the size is exceeded), so whoever
-    consumes the stream must not let the bytes count until it is exhausted."""
+def _checked_chunks(
+    source: ObjectStore, folder: str, physical: Multihash, size: int | None
+) -> Iterator[bytes]:
+    """One data file or checkpoint as a stream of pieces, checked against its size (where the caller knows
+    it) and physical hash as it passes: a mismatch raises after the last piece (or as soon as the size is
+    exceeded), so whoever consumes the stream must not let the bytes count until it is exhausted."""
     key = f"{folder}/{physical.to_multibase()}"
     chunks = source.open_chunks(key)
     if chunks is None:
@@ -33,12 +37,12 @@ def _checked_chunks(source: ObjectStore, folder: str, physical: Multihash, size:
     seen = 0
     for piece in chunks:
         seen += len(piece)
-        if seen > size:
+        if size is not None and seen > size:
             chunks.close()  # type: ignore[attr-defined]  # every store's stream is a generator
             raise mismatch
         hasher.update(piece)
         yield piece
-    if seen != size or Multihash(PHYSICAL_HASH_CODEC, hasher.digest()) != physical:
+    if (size is not None and seen != size) or Multihash(PHYSICAL_HASH_CODEC, hasher.digest()) != physical:
         raise mismatch
 
 
@@ -66,3 +70,27 @@ def copy_object(
                 out.write(piece)
         destination.put_file(key, staged)
     return True
+
+
+def fetch_object(
+    source: ObjectStore, folder: str, physical: Multihash, size: int | None, target: Path
+) -> None:
+    """Stream one object from ``source`` to the local file ``target``, checked before it gets that name.
+
+    The pieces go straight into a hidden file beside ``target`` (one write, no scratch copy) that is
+    renamed into place only once the whole object matched its hash (and ``size``, when known): a reader
+    of ``target`` never sees a part or a wrong byte, and a fetch killed midway leaves only the hidden file.
+    Two fetches of one object at once both write the same bytes; the second rename wins harmlessly.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staged = target.with_name(f".{target.name}.tmp-{new_txid()}")
+    try:
+        with staged.open("xb") as out:
+            for piece in _checked_chunks(source, folder, physical, size):
+                out.write(piece)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(staged, target)
+    finally:
+        staged.unlink(missing_ok=True)
+    fsync_dir(target.parent)

@@ -19,9 +19,11 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 from urllib.parse import unquote, urlparse
@@ -39,6 +41,53 @@ MULTIPART_PART_SIZE = 16 * 1024 * 1024
 MULTIPART_THREADS = 4
 #: The piece a stream is read in: big enough that per-call overhead vanishes, small enough to not matter.
 CHUNK_SIZE = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TransferCount:
+    """Requests made to network stores (S3, HTTP) and the bytes of object bodies read and written."""
+
+    requests: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+
+    def __sub__(self, other: TransferCount) -> TransferCount:
+        return TransferCount(
+            self.requests - other.requests, self.bytes_in - other.bytes_in, self.bytes_out - other.bytes_out
+        )
+
+    def describe(self) -> str:
+        return f"{self.requests} request(s), {_size(self.bytes_in)} read, {_size(self.bytes_out)} written"
+
+
+def _size(count: int) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if count < 1024 or unit == "MiB":
+            return f"{count} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024  # type: ignore[assignment]
+    return f"{count} B"  # pragma: no cover
+
+
+class _Transfers:
+    """What this process moved over the network, counted by every S3 and HTTP store: how a remote
+    command's cost is shown (``odfproj run --verbose``) and measured (bench/bench_remote.py)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = TransferCount()
+
+    def add(self, *, bytes_in: int = 0, bytes_out: int = 0, requests: int = 1) -> None:
+        with self._lock:
+            c = self._count
+            self._count = TransferCount(c.requests + requests, c.bytes_in + bytes_in, c.bytes_out + bytes_out)
+
+    def now(self) -> TransferCount:
+        with self._lock:
+            return self._count
+
+
+#: This process's network transfers so far; take :meth:`_Transfers.now` before and after some work.
+TRANSFERS = _Transfers()
 
 
 class ObjectStore(ABC):
@@ -253,7 +302,9 @@ class S3Store(ObjectStore):
                 if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                     return None
                 raise
-            return response["Body"].read(), response["ETag"]
+            body = response["Body"].read()
+            TRANSFERS.add(bytes_in=len(body))
+            return body, response["ETag"]
 
         return self._call(f"reading {key}", call)
 
@@ -265,6 +316,7 @@ class S3Store(ObjectStore):
         from botocore.exceptions import ClientError
 
         def call() -> bool:
+            TRANSFERS.add()
             try:
                 self.client.head_object(Bucket=self.bucket, Key=self._key(key))
             except ClientError as e:
@@ -279,6 +331,7 @@ class S3Store(ObjectStore):
         from botocore.exceptions import ClientError
 
         def call() -> Any:
+            TRANSFERS.add()
             try:
                 return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"]
             except ClientError as e:
@@ -294,13 +347,16 @@ class S3Store(ObjectStore):
         from botocore.exceptions import BotoCoreError
 
         try:
-            yield from body.iter_chunks(CHUNK_SIZE)
+            for piece in body.iter_chunks(CHUNK_SIZE):
+                TRANSFERS.add(bytes_in=len(piece), requests=0)
+                yield piece
         except (BotoCoreError, OSError) as e:
             raise RemoteError(f"{self.url}: reading {key} failed midway: {e}") from None
         finally:
             body.close()
 
     def put(self, key: str, data: bytes) -> None:
+        TRANSFERS.add(bytes_out=len(data))
         self._call(
             f"writing {key}",
             lambda: self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data),
@@ -318,6 +374,7 @@ class S3Store(ObjectStore):
         config = TransferConfig(
             multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=MULTIPART_THRESHOLD
         )
+        TRANSFERS.add(bytes_out=path.stat().st_size)
         self._call(
             f"writing {key}",
             lambda: self.client.upload_file(str(path), self.bucket, self._key(key), Config=config),
@@ -329,6 +386,7 @@ class S3Store(ObjectStore):
         condition = {"IfNoneMatch": "*"} if version is None else {"IfMatch": version}
 
         def call() -> bool:
+            TRANSFERS.add(bytes_out=len(data))
             try:
                 self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **condition)
             except ClientError as e:
@@ -341,6 +399,7 @@ class S3Store(ObjectStore):
         return self._call(f"writing {key}", call)
 
     def delete(self, key: str) -> None:
+        TRANSFERS.add()
         self._call(
             f"deleting {key}", lambda: self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
         )
@@ -354,6 +413,7 @@ class S3Store(ObjectStore):
             for page in self.client.get_paginator("list_objects_v2").paginate(
                 Bucket=self.bucket, Prefix=full
             ):
+                TRANSFERS.add()
                 keys += [item["Key"][strip:] for item in page.get("Contents", [])]
             return sorted(keys)
 
@@ -378,6 +438,7 @@ class HttpStore(ObjectStore):
             response = httpx.get(f"{self.url}/{key}", follow_redirects=True, timeout=60)
         except httpx.HTTPError as e:
             raise RemoteError(f"{self.url}: reading {key} failed: {e}") from None
+        TRANSFERS.add(bytes_in=len(response.content))
         if response.status_code == 404:
             return None
         if response.status_code != 200:
@@ -396,6 +457,7 @@ class HttpStore(ObjectStore):
 
         url = f"{self.url}/{key}"
         client = httpx.Client(follow_redirects=True, timeout=60)
+        TRANSFERS.add()
         try:
             response = client.send(client.build_request("GET", url), stream=True)
         except httpx.HTTPError as e:
@@ -413,7 +475,9 @@ class HttpStore(ObjectStore):
         import httpx
 
         try:
-            yield from response.iter_bytes(CHUNK_SIZE)
+            for piece in response.iter_bytes(CHUNK_SIZE):
+                TRANSFERS.add(bytes_in=len(piece), requests=0)
+                yield piece
         except httpx.HTTPError as e:
             raise RemoteError(f"{self.url}: reading {key} failed midway: {e}") from None
         finally:

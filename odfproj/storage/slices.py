@@ -104,7 +104,9 @@ class DataAsOf:
         for position in positions:
             sequence_number = int(rows[position])
             data = self.index.data_slice(sequence_number)
-            out.append(SliceFile(sequence_number, data, self.objects.data_path(data.physical_hash)))
+            out.append(
+                SliceFile(sequence_number, data, self.objects.data_path(data.physical_hash, data.size))
+            )
         return tuple(out)
 
 

@@ -29,6 +29,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 
 from odfproj.errors import InvalidValueError, StorageError
@@ -39,6 +40,7 @@ from odfproj.odf.multiformats import Multihash
 from odfproj.odf.odf_versions import DEFAULT_ODF_VERSION, block_version_for
 from odfproj.odf.refs import DatasetName
 from odfproj.odf.timestamps import to_utc
+from odfproj.storage.areas import ObjectOrigin
 from odfproj.storage.chain import append_block
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.env_record import (
@@ -59,6 +61,7 @@ from odfproj.storage.errors import (
 from odfproj.storage.fsutil import fsync_dir, new_txid, remove_tree, replace_atomic, write_durable
 from odfproj.storage.layout import DATASET_DIRS, HEAD_REF, LOCK_FILE, STAGING_DIR, DatasetLayout
 from odfproj.storage.locks import LockHolder, file_lock
+from odfproj.storage.origin import Origin, read_origin
 from odfproj.storage.projection import ProjectionMemo
 from odfproj.workspace_paths import production_root
 
@@ -367,12 +370,21 @@ class Workspace:
             dataset.recover()
         return dataset
 
+    @cached_property
+    def origin(self) -> Origin | None:
+        """The store this workspace mirrors when it is a remote workspace's cache (its environments:
+        production's), else ``None``; read once per handle, on its first dataset (see ``storage.origin``):
+        a handle opened before a checkout recorded the origin does not fetch."""
+        return read_origin(self.root if self.environment is None else production_root(self.root))
+
     def _dataset(self, path: Path) -> Dataset:
-        """The handle on the dataset folder ``path``: in an environment, over production's folder."""
+        """The handle on the dataset folder ``path``: in an environment, over production's folder; in a
+        remote workspace's cache, fetching the objects it lacks from the store."""
         record = self.environment
         pin = record.pin(path.name) if record is not None else None
+        origin = self._object_origin(path.name, path if record is None else None)
         if record is None or pin is None or pin.state == "created":
-            return Dataset(path.name, path, self._projections)
+            return Dataset(path.name, path, self._projections, origin=origin)
         pinned = None
         if pin.state == "pinned":
             pinned = (
@@ -387,7 +399,17 @@ class Workspace:
             read_areas=(production,),
             pinned=pinned,
             pinned_head=pin.base if pinned is not None else None,
+            origin=origin,
         )
+
+    def _object_origin(self, name: str, folder: Path | None) -> ObjectOrigin | None:
+        """Where dataset ``name`` fetches the objects it lacks: its prefix in the store this cache mirrors,
+        into ``folder`` (production's own folder of the dataset; for an environment, production's)."""
+        origin = self.origin
+        if origin is None:
+            return None
+        mirror = folder if folder is not None else production_root(self.root) / "datasets" / name
+        return ObjectOrigin(origin.dataset_store(name), DatasetLayout(mirror))
 
     def find_by_id(self, dataset_id: DatasetId) -> Dataset | None:
         """The dataset with this id, or None (read-only open, as ``open(recover=False)``).

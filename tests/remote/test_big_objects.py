@@ -19,9 +19,9 @@ import pytest
 from odfproj.odf.multiformats import Multihash
 from odfproj.storage import object_store as store_module
 from odfproj.storage.errors import RemoteError
-from odfproj.storage.hashing import PHYSICAL_HASH_CODEC
 from odfproj.storage.object_copy import check_object, copy_object
 from odfproj.storage.object_store import FolderStore, open_store
+from odfproj.storage.physical_hash import PHYSICAL_HASH_CODEC
 
 MiB = 1024 * 1024
 

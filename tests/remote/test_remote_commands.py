@@ -132,7 +132,7 @@ def test_verify_integrity_catches_a_flipped_byte_in_the_remote(
     commit(store, make_workspace(tmp_path / "data-ws"))
     code, out = _cli("verify", "--integrity", "--project", str(project))
     assert code == 0 and f"remote workspace {bucket} verified" in out, out
-    checkout(store, Workspace(tmp_path / "cache"), data=True)
+    checkout(store, Workspace(tmp_path / "cache"))
     name, prefix = bucket.removeprefix("s3://").split("/", 1)
     client = boto3.client("s3")
     listing = client.list_objects_v2(Bucket=name, Prefix=f"{prefix}/datasets/trips/{folder}/")

@@ -78,7 +78,7 @@ def test_an_environment_in_the_store_holds_only_its_heads_and_new_objects(
 
     # A fresh runner sees the same environment: its objects from the prefix, production's from production.
     fresh = Workspace(tmp_path / "fresh-runner")
-    checkout(store, fresh, data=True)
+    checkout(store, fresh)
     assert checkout_environment(store, fresh.root, "pr-1")
     env = Workspace(fresh.root / "envs" / "pr-1")
     built = Workspace(remote_cache_dir(project, remote[1]) / "envs" / "pr-1")
@@ -110,7 +110,7 @@ def test_publish_refuses_when_the_stores_production_moved(
 ) -> None:
     store, _ = remote
     other = Workspace(tmp_path / "other-runner")
-    checkout(store, other, data=True)
+    checkout(store, other)
     add_slices(other.open("trips"), tmp_path / "other-scratch", 1)
     commit(store, other)  # production moves in the store
     before = production_keys(store)

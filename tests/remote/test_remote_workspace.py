@@ -16,11 +16,11 @@ from odfproj.remote.workspace import (
     break_lock,
     checkout,
     commit,
-    fetch_data,
     remote_lock,
 )
 from odfproj.storage.errors import RemoteError, WorkspaceLockedError
 from odfproj.storage.object_store import FolderStore, ObjectStore, open_store
+from odfproj.storage.slices import data_slices
 from odfproj.storage.verify import verify_dataset
 from odfproj.storage.workspace import Workspace
 from tests.cli_inprocess import run_main as _cli
@@ -44,15 +44,39 @@ def test_checkout_commit_and_data_on_demand(tmp_path: Path, remote: ObjectStore)
     trips = cache.open("trips")
     assert trips.head() == first.open("trips").head()
     assert not any((trips.path / "data").iterdir())
-    assert fetch_data(remote, cache, "trips") == 6
-    assert verify_dataset(trips, integrity=True) == []
+    # Asking where one slice is fetches that slice, checked, and nothing else.
+    [second] = [s for s in data_slices(trips) if s.sequence_number == 3]
+    assert second.path.read_bytes() == (first.open("trips").path / "data" / second.path.name).read_bytes()
+    assert sorted(p.name for p in (trips.path / "data").iterdir()) == sorted(
+        s.path.name for s in data_slices(trips)
+    )  # listing the slices asks where each is: all three are here now, and no checkpoint
+    assert not (trips.path / "checkpoints").is_dir() or not any((trips.path / "checkpoints").iterdir())
+    assert verify_dataset(trips, integrity=True) == []  # fetches the checkpoints it checks
     # The second runner commits; the first checks out and sees it.
     add_slices(trips, tmp_path / "s2", 1)
     [pushed] = commit(remote, cache)
     assert pushed.state is SyncState.UPDATED
-    checkout(remote, first, data=True)
+    checkout(remote, first)
+    first = Workspace(first.root)  # a handle reads the origin once: one opened after the checkout
     assert first.open("trips").head() == trips.head()
-    assert verify_dataset(first.open("trips"), integrity=True) == []
+    assert verify_dataset(first.open("trips"), integrity=True) == []  # fetches the new slice
+
+
+def test_a_damaged_object_in_the_store_is_refused_when_fetched(tmp_path: Path) -> None:
+    """An object is checked against its hash before the cache gives it its name: a flipped byte in the
+    store is one line naming the store and the object, and the cache keeps no copy of it."""
+    remote = open_store(f"file://{tmp_path / 'ws'}")
+    commit(remote, make_workspace(tmp_path / "a"))
+    victim = sorted((tmp_path / "ws" / "datasets" / "trips" / "data").iterdir())[0]
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    victim.write_bytes(bytes(data))
+    cache = Workspace(tmp_path / "ci")
+    checkout(remote, cache)
+    with pytest.raises(RemoteError, match=f"{victim.name} does not match its hash"):
+        data_slices(cache.open("trips"))
+    assert not (cache.open("trips").path / "data" / victim.name).exists()
+    assert [p.name for p in (cache.open("trips").path / "data").iterdir() if p.name.startswith(".")] == []
 
 
 def test_a_head_moved_by_another_writer_is_refused_by_compare_and_swap(
@@ -61,7 +85,7 @@ def test_a_head_moved_by_another_writer_is_refused_by_compare_and_swap(
     a = make_workspace(tmp_path / "a")
     commit(remote, a)
     b = Workspace(tmp_path / "b")
-    checkout(remote, b, data=True)
+    checkout(remote, b)
     add_slices(a.open("trips"), tmp_path / "sa", 1)
     add_slices(b.open("trips"), tmp_path / "sb", 1)
     target = remote.child("datasets").child("trips")

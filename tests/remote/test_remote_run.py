@@ -1,0 +1,156 @@
+"""``odfproj run`` on a remote workspace (S3 on the test server, and file://) reads only what its steps read.
+
+Two CI-like runners share the remote: each starts from a clone of the project and an empty cache. A
+no-op run fetches no data file and reads little more than the heads; an update fetches the slices its
+steps read (a derivative's new input slice), never the history before them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from odfproj.project.config import WORKSPACE_ENV
+from odfproj.remote.location import remote_cache_dir
+from odfproj.storage.object_store import TRANSFERS
+from tests.cli_inprocess import cli_in
+from tests.run.test_run import DERIVATIVE, ROOT
+
+pytestmark = pytest.mark.spark
+
+
+def _project(root: Path) -> Path:
+    (root / "datasets").mkdir(parents=True)
+    (root / "odfproj.yaml").write_text("name: remote-runs\n")
+    (root / "datasets" / "trips.yaml").write_text(ROOT.format(name="trips"))
+    (root / "datasets" / "trips.view.yaml").write_text(DERIVATIVE.format(name="trips.view", input="trips"))
+    (root / "data" / "trips").mkdir(parents=True)
+    (root / "data" / "trips" / "1.csv").write_text("id,city\n1,Oslo\n2,Lima\n")
+    return root
+
+
+def _clone(project: Path, to: Path) -> Path:
+    """A fresh checkout of the project on another runner: the manifests and inputs, no cache."""
+    shutil.copytree(project, to, ignore=shutil.ignore_patterns(".odf"))
+    return to
+
+
+def _fetched(project: Path, url: str, dataset: str) -> list[str]:
+    """The data files the runner's cache of ``url`` holds for ``dataset``."""
+    folder = remote_cache_dir(project, url) / "datasets" / dataset / "data"
+    return sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) if folder.is_dir() else []
+
+
+@pytest.fixture(params=["s3", "file"])
+def remote_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return request.getfixturevalue("bucket") if request.param == "s3" else f"file://{tmp_path / 'remote'}"
+
+
+@pytest.fixture
+def runners(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, remote_url: str
+) -> tuple[Path, Path, Callable[..., tuple[int, str]]]:
+    first = _project(tmp_path / "runner1")
+    second = tmp_path / "runner2"
+    here = {"cwd": first}
+    invoke = cli_in(spark, monkeypatch, lambda: here["cwd"])
+    monkeypatch.setenv(WORKSPACE_ENV, remote_url)
+
+    def run_in(project: Path, *args: str) -> tuple[int, str]:
+        here["cwd"] = project
+        return invoke(*args)
+
+    return first, second, run_in
+
+
+def test_a_fresh_runner_fetches_only_what_its_steps_read(runners, remote_url: str) -> None:
+    first, second, run_in = runners
+    code, out = run_in(first, "run")
+    assert code == 0, out
+
+    # A fresh runner with nothing to do reads the heads and blocks, and no data file.
+    _clone(first, second)
+    before = TRANSFERS.now()
+    code, out = run_in(second, "--verbose", "run")
+    assert code == 0, out
+    assert f"remote workspace {remote_url}: " in out  # what it moved, in one line
+    assert _fetched(second, remote_url, "trips") == [] and _fetched(second, remote_url, "trips.view") == []
+    if remote_url.startswith("s3://"):
+        moved = TRANSFERS.now() - before
+        assert moved.bytes_in < 64 * 1024 and moved.bytes_out < 4 * 1024, moved.describe()
+
+    # The first runner ingests a new file into the root alone; the second brings the view up to date
+    # and fetches exactly the root's new slice, which the view's step reads.
+    (first / "data" / "trips" / "2.csv").write_text("id,city\n3,Pune\n")
+    code, out = run_in(first, "run", "--select", "trips")
+    assert code == 0, out
+    code, out = run_in(second, "run")
+    assert code == 0, out
+    [fetched] = _fetched(second, remote_url, "trips")
+    first_cache = remote_cache_dir(first, remote_url) / "datasets"
+    root_slices = sorted(p.name for p in (first_cache / "trips" / "data").iterdir())
+    assert len(root_slices) == 2 and fetched in root_slices
+    assert (first_cache / "trips" / "data" / fetched).stat().st_mtime == max(
+        (first_cache / "trips" / "data" / n).stat().st_mtime for n in root_slices
+    )  # the newer one
+
+    # The first runner sees the view's update and has nothing left to do.
+    code, out = run_in(first, "run")
+    assert code == 0, out
+    assert "up to date" in out or "nothing to do" in out.lower(), out
+
+
+SNAPSHOT_ROOT = """\
+kind: DatasetSnapshot
+version: 1
+content:
+  name: stations
+  kind: Root
+  metadata:
+    - kind: SetPollingSource
+      fetch:
+        kind: FilesGlob
+        path: data/stations/*.csv
+      read:
+        kind: Csv
+        header: true
+        schema:
+          - id BIGINT
+          - city STRING
+      merge:
+        kind: Snapshot
+        primaryKey: [id]
+"""
+
+
+def test_a_fresh_runner_updates_a_snapshot_from_the_stores_state_index(runners, remote_url: str) -> None:
+    """The state index goes to the store with the chain, so a fresh runner's Snapshot merge reads the
+    current rows through it: a data file whose rows were all superseded is never fetched."""
+    first, second, run_in = runners
+    for name in ("trips.yaml", "trips.view.yaml"):
+        (first / "datasets" / name).unlink()
+    (first / "datasets" / "stations.yaml").write_text(SNAPSHOT_ROOT)
+    (first / "data" / "stations").mkdir(parents=True)
+    (first / "data" / "stations" / "1.csv").write_text("id,city\n1,Oslo\n2,Lima\n")
+    assert run_in(first, "run")[0] == 0
+    (first / "data" / "stations" / "2.csv").write_text("id,city\n1,Bergen\n2,Cusco\n")
+    code, out = run_in(first, "run")
+    assert code == 0, out
+    slices = sorted(
+        (remote_cache_dir(first, remote_url) / "datasets" / "stations" / "data").iterdir(),
+        key=lambda p: p.stat().st_mtime,
+    )
+    superseded, current = (p.name for p in slices)
+
+    _clone(first, second)
+    (second / "data" / "stations" / "3.csv").write_text("id,city\n1,Bergen\n2,Cusco\n3,Pune\n")
+    code, out = run_in(second, "run")
+    assert code == 0, out
+    fetched = _fetched(second, remote_url, "stations")
+    assert current in fetched and superseded not in fetched, (superseded, current, fetched)
+    # Both runners agree on the data: the first one's run has nothing left to do.
+    code, out = run_in(first, "run")
+    assert code == 0 and "0 record(s) added" in out, out
