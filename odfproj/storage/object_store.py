@@ -372,7 +372,9 @@ class S3Store(ObjectStore):
         from boto3.s3.transfer import TransferConfig
 
         config = TransferConfig(
-            multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=MULTIPART_THRESHOLD
+            multipart_threshold=MULTIPART_THRESHOLD,
+            multipart_chunksize=MULTIPART_PART_SIZE,
+            max_concurrency=MULTIPART_THREADS,
         )
         TRANSFERS.add(bytes_out=path.stat().st_size)
         self._call(
