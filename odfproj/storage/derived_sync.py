@@ -26,7 +26,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from odfproj.storage.fsutil import new_txid, replace_atomic
+from odfproj.storage.fsutil import replace_atomic
+from odfproj.storage.object_copy import write_stream
 from odfproj.storage.object_store import ObjectStore
 
 __all__ = ["bring_down", "send_up", "send_up_all"]
@@ -115,15 +116,7 @@ def _download(store: ObjectStore, key: str, target: Path) -> None:
     chunks = store.open_chunks(key)
     if chunks is None:
         return  # removed meanwhile: the record's reader finds the file missing and rebuilds
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staged = target.with_name(f".{target.name}.tmp-{new_txid()}")
-    try:
-        with staged.open("xb") as out:
-            for piece in chunks:
-                out.write(piece)
-        os.replace(staged, target)
-    finally:
-        staged.unlink(missing_ok=True)
+    write_stream(chunks, target, durable=False)
 
 
 def _read(path: Path) -> bytes | None:

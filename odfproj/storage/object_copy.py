@@ -19,7 +19,7 @@ from odfproj.storage.fsutil import fsync_dir, new_txid
 from odfproj.storage.object_store import ObjectStore
 from odfproj.storage.physical_hash import PHYSICAL_HASH_CODEC, physical_hasher
 
-__all__ = ["check_object", "copy_object", "fetch_object"]
+__all__ = ["check_object", "copy_object", "fetch_object", "write_stream"]
 
 
 def _checked_chunks(
@@ -77,20 +77,28 @@ def fetch_object(
 ) -> None:
     """Stream one object from ``source`` to the local file ``target``, checked before it gets that name.
 
-    The pieces go straight into a hidden file beside ``target`` (one write, no scratch copy) that is
-    renamed into place only once the whole object matched its hash (and ``size``, when known): a reader
-    of ``target`` never sees a part or a wrong byte, and a fetch killed midway leaves only the hidden file.
     Two fetches of one object at once both write the same bytes; the second rename wins harmlessly.
+    """
+    write_stream(_checked_chunks(source, folder, physical, size), target, durable=True)
+
+
+def write_stream(chunks: Iterator[bytes], target: Path, *, durable: bool) -> None:
+    """Write the pieces into a hidden file beside ``target`` (one write, no scratch copy), renamed into
+    place only once the stream ended without an error (a checked stream raises on a mismatch after its
+    last piece): a reader of ``target`` never sees a part, and one killed midway leaves only the
+    hidden ``.tmp-`` file. ``durable``: fsync the file and the folder (an object; not a cache's record).
     """
     target.parent.mkdir(parents=True, exist_ok=True)
     staged = target.with_name(f".{target.name}.tmp-{new_txid()}")
     try:
         with staged.open("xb") as out:
-            for piece in _checked_chunks(source, folder, physical, size):
+            for piece in chunks:
                 out.write(piece)
-            out.flush()
-            os.fsync(out.fileno())
+            if durable:
+                out.flush()
+                os.fsync(out.fileno())
         os.replace(staged, target)
     finally:
         staged.unlink(missing_ok=True)
-    fsync_dir(target.parent)
+    if durable:
+        fsync_dir(target.parent)
