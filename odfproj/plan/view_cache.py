@@ -102,6 +102,9 @@ class StoredEvents(Sequence[Any]):
     def __getstate__(self) -> dict[str, Any]:
         return {"pickled": self.pickled, "_events": None}
 
+    def __repr__(self) -> str:
+        return repr(self.events())  # as the tuple it stands for, not its bytes
+
     @overload
     def __getitem__(self, index: int) -> Any: ...
     @overload

@@ -173,6 +173,7 @@ def test_a_cached_view_unpickles_its_events_only_when_they_are_read(project):
     assert events._events is not None
     assert tuple(events) == built.definition_events and len(events) == len(built.definition_events)
     assert pickle.loads(pickle.dumps(events)).pickled == events.pickled  # kept as its bytes
+    assert repr(cached) == repr(built)  # shown as the events, not as bytes
 
 
 def test_stored_events_build_nothing_but_what_a_view_holds(tmp_path):
