@@ -218,7 +218,10 @@ class ViewCache:
         """Keep a view just built (its events as ``StoredEvents``), with no agreement yet."""
         if not self.enabled or stamp is None:
             return
-        stored = replace(view, definition_events=StoredEvents.of(view.definition_events))
+        try:
+            stored = replace(view, definition_events=StoredEvents.of(view.definition_events))
+        except (pickle.PicklingError, TypeError, AttributeError):
+            return  # events that cannot be kept: planning reads them from the chain next time too
         self.entries[key] = (stamp, stored, None)
         self.changed = True
 

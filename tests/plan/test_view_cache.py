@@ -182,3 +182,22 @@ def test_stored_events_build_nothing_but_what_a_view_holds(tmp_path):
     with pytest.raises(pickle.UnpicklingError):
         list(stored)
     assert not canary.exists()
+
+
+def test_a_view_whose_events_cannot_be_pickled_is_not_kept(project, built, monkeypatch):
+    _state(project)
+
+    def refuse(cls: Any, events: Any) -> Any:
+        raise pickle.PicklingError("not today")
+
+    monkeypatch.setattr(view_cache.StoredEvents, "of", classmethod(refuse))
+    path = project.root / "datasets" / "org.views.b.yaml"
+    path.write_text(manifests.root("org.views.b", path="data/b/*.csv", schema=("id BIGINT", "w STRING")))
+    _apply(project)
+    built.clear()
+    cached = _state(project)
+    assert built == ["org.views.b"]
+    built.clear()
+    _state(project)
+    assert built == ["org.views.b"], "kept although its events could not be pickled"
+    assert cached == WorkspaceState(*_uncached(project))
