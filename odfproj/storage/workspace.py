@@ -341,7 +341,8 @@ class Workspace:
         """A read-only handle on every dataset, in ``list_datasets`` order, from one listing (``open``
         looks each name up again). Nothing is recovered: a reader never sees an interrupted commit."""
         dirs = sorted(self._dataset_dirs(), key=lambda p: (p.name.lower(), p.name))
-        return [self._dataset(path) for path in dirs]
+        record = self.environment  # one look at env.json for the whole listing, not one per dataset
+        return [self._dataset_in(path, record) for path in dirs]
 
     def _find(self, name: str) -> Path | None:
         exact = self.datasets_dir / name
@@ -378,9 +379,11 @@ class Workspace:
         return read_origin(self.root if self.environment is None else production_root(self.root))
 
     def _dataset(self, path: Path) -> Dataset:
-        """The handle on the dataset folder ``path``: in an environment, over production's folder; in a
-        remote workspace's cache, fetching the objects it lacks from the store."""
-        record = self.environment
+        return self._dataset_in(path, self.environment)
+
+    def _dataset_in(self, path: Path, record: EnvironmentRecord | None) -> Dataset:
+        """The handle on the dataset folder ``path``: in an environment (``record``, as just read), over
+        production's folder; in a remote workspace's cache, fetching the objects it lacks from the store."""
         pin = record.pin(path.name) if record is not None else None
         origin = self._object_origin(path.name, path if record is None else None)
         if record is None or pin is None or pin.state == "created":
