@@ -35,9 +35,11 @@ from odfproj.engine.session import SparkSettings
 __all__ = [
     "CONNECTOR_ENV",
     "DEFAULT_CREDENTIALS_PROVIDER",
+    "IN_PLACE_CONF",
     "environment_conf",
     "is_on_s3",
     "odfproj_brings_connector",
+    "reads_in_place",
     "spark_uri",
     "store_failure",
     "with_data_at",
@@ -45,6 +47,9 @@ __all__ = [
 
 #: The environment variable with which a cluster's operator says its Spark has an S3A connector already.
 CONNECTOR_ENV = "ODFPROJ_S3A_CONNECTOR"
+#: Set by odfproj (never by a project: the allowlist has no ``spark.odfproj.*``) on a session that opens
+#: the workspace's objects on S3 itself (:func:`reads_in_place`).
+IN_PLACE_CONF = "spark.odfproj.s3.inPlace"
 
 #: The AWS SDK's default chain, boto3's order: the environment, system properties, web identity (EKS),
 #: the shared profile files, a container's role, the instance's role.
@@ -112,17 +117,38 @@ def with_data_at(
 
     Data on S3: the S3A connector on the class path (unless the Spark brings its own, see
     :func:`odfproj_brings_connector`) and S3A's settings from the environment (:func:`environment_conf`),
-    under the target's own ``spark_conf``, which wins. Anywhere else: ``settings`` unchanged, so a
-    session of a local workspace never pays for the connector.
+    under the target's own ``spark_conf``, which wins, and marked as reading the store in place
+    (:func:`reads_in_place`). When odfproj would bring the connector but its jars are not cached (a
+    machine ``./dev`` never set up), ``settings`` unchanged: the remote workspace's cache then fetches
+    what Spark reads, which is slower but works. Anywhere else: ``settings`` unchanged, so a session of
+    a local workspace never pays for the connector.
     """
     if not is_on_s3(location):
         return settings
-    conf = {**environment_conf(environ), **settings.conf}
-    return replace(
-        settings,
-        conf=MappingProxyType(conf),
-        s3a_connector=odfproj_brings_connector(settings, environ),
-    )
+    brings = odfproj_brings_connector(settings, environ)
+    if brings and not _connector_cached():
+        return settings  # no connector: the workspace's cache fetches what Spark reads (storage.areas)
+    conf = {**environment_conf(environ), **settings.conf, IN_PLACE_CONF: "true"}
+    return replace(settings, conf=MappingProxyType(conf), s3a_connector=brings)
+
+
+def reads_in_place(session: object) -> bool:
+    """Whether ``session`` opens a workspace's objects in the store itself (:func:`with_data_at` gave it
+    the connector and S3A's settings), rather than the copies a remote workspace's cache fetches."""
+    try:
+        return session.conf.get(IN_PLACE_CONF, "false") == "true"  # type: ignore[attr-defined]
+    except Exception:
+        return False
+
+
+def _connector_cached() -> bool:
+    from odfproj.engine.packages import PackageUnavailableError, package, resolved_jars
+
+    try:
+        resolved_jars(package("s3a"))
+    except PackageUnavailableError:
+        return False
+    return True
 
 
 # --- failures, in one line ------------------------------------------------------------------------------

@@ -83,12 +83,14 @@ class Target:
     storage_root: Path | None = None
     spark_conf: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
-    def spark_settings(self, *, verbose: bool = False) -> SparkSettings:
+    def spark_settings(self, *, verbose: bool = False, data_at: str | None = None) -> SparkSettings:
         """This target's master and ``spark_conf``: for commands that run trusted code only.
 
-        ``validate``/``plan``/``watch`` analyse queries with ``engine.settings.analysis_settings``.
+        ``data_at``: where the workspace is (a remote workspace's URL: a session of data on S3 reads it
+        in place, ``engine.s3a.with_data_at``). ``validate``/``plan``/``watch`` analyse queries with
+        ``engine.settings.analysis_settings``.
         """
-        return target_settings(self.spark_master, self.spark_conf, verbose=verbose)
+        return target_settings(self.spark_master, self.spark_conf, verbose=verbose, data_at=data_at)
 
 
 @dataclass(frozen=True)
@@ -438,4 +440,4 @@ def spark_settings(
     """
     if config is None:
         return SparkSettings(verbose=verbose)
-    return config.target(target).spark_settings(verbose=verbose)
+    return config.target(target).spark_settings(verbose=verbose, data_at=config.remote_workspace())

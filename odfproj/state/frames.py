@@ -12,7 +12,7 @@ effect at that block (:func:`changelog_as_of`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from odfproj.engine.columns import column, literal
+from odfproj.engine.s3a import reads_in_place
 from odfproj.errors import OdfprojError
 from odfproj.odf.arrow_schema import decode_arrow_schema
 from odfproj.odf.data_schema import EVENT_TIME, Op, Vocab
@@ -35,7 +36,7 @@ from odfproj.state.projections import renamed
 from odfproj.state.read import state_parts
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.projection import ChainProjection
-from odfproj.storage.slices import data_as_of
+from odfproj.storage.slices import SliceFile, data_as_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -63,12 +64,24 @@ class ChangelogView:
     offset: int | None
     #: The data schema in effect at ``block_hash`` (``None`` before any SetDataSchema).
     schema: pa.Schema | None
-    #: The files holding the records: the chain's own data files, or for a view of many of them, the
+    #: The files holding the records: the chain's own data slices, or for a view of many of them, the
     #: parts of the compacted copy (``state.compacted``) that hold them (and maybe other records).
-    data_paths: tuple[Path, ...]
+    files: tuple[SliceFile | Path, ...]
     watermark: datetime | None
     #: Only records after this offset (``None``: from the first record): a slice of new records.
     after: int | None = None
+
+    @property
+    def data_paths(self) -> tuple[Path, ...]:
+        """The files on this machine, for readers in this process (a remote workspace's cache fetches
+        the slices it lacks)."""
+        return tuple(f.path if isinstance(f, SliceFile) else f for f in self.files)
+
+    def spark_paths(self, session: SparkSession) -> tuple[str, ...]:
+        """The files as Spark opens them: in the store itself when the session reads it in place
+        (``engine.s3a.reads_in_place``), so a remote workspace's slices never pass through this process."""
+        in_place = reads_in_place(session)
+        return tuple(f.uri(in_place=in_place) if isinstance(f, SliceFile) else str(f) for f in self.files)
 
 
 def changelog_as_of(dataset: Dataset, block_hash: Multihash | None, offset: int | None) -> ChangelogView:
@@ -96,9 +109,8 @@ def changelog_between(
         raise DataReadError(f"dataset {dataset.name}: block {block_hash} is not in its metadata chain")
     schema = decode_arrow_schema(data.schema) if data.schema is not None else None
     paths = _compacted_paths(dataset, len(data.positions(after, offset)), after, offset)
-    if paths is None:
-        paths = tuple(s.path for s in data.between(after, offset))
-    return ChangelogView(dataset, block_hash, offset, schema, paths, data.watermark, after)
+    files: tuple[SliceFile | Path, ...] = paths if paths is not None else tuple(data.between(after, offset))
+    return ChangelogView(dataset, block_hash, offset, schema, files, data.watermark, after)
 
 
 def _compacted_paths(
@@ -128,7 +140,7 @@ def only_appends(view: ChangelogView) -> bool:
     kept (:func:`_file_only_appends`): a full update asks it of every file of its inputs' history.
     """
     op = Vocab.of(view.dataset.projection().set_vocab).op
-    return all(_file_only_appends(path, op) for path in view.data_paths)
+    return all(_file_only_appends(path, op) for path in _local_files(view))
 
 
 #: :func:`_file_only_appends`'s answers by file, ``op`` column name, size and modification time. A data
@@ -138,7 +150,20 @@ _APPENDS: dict[tuple[str, str, int, int], bool] = {}
 _APPENDS_KEPT = 65536
 
 
-def _file_only_appends(path: Path, op: str) -> bool:
+def _local_files(view: ChangelogView) -> Iterator[Path | None]:
+    """The view's files where this machine holds them, ``None`` for one only the store holds: the
+    footers' answer is a shortcut, not worth fetching a whole file for."""
+    for f in view.files:
+        if not isinstance(f, SliceFile):
+            yield f
+            continue
+        uri = f.uri(in_place=True)
+        yield None if "://" in uri else Path(uri)
+
+
+def _file_only_appends(path: Path | None, op: str) -> bool:
+    if path is None:
+        return False
     try:
         stat = path.stat()
     except OSError:
@@ -177,9 +202,9 @@ def read_changelog_frame(
     if schema is None:
         raise DataReadError(f"dataset {view.dataset.name} has no data schema yet")
     spark_schema = spark_schema_from_arrow(schema)
-    if not view.data_paths or view.offset is None:
+    if not view.files or view.offset is None:
         return session.createDataFrame([], spark_schema)
-    df = session.read.schema(spark_schema).parquet(*(str(p) for p in view.data_paths))
+    df = session.read.schema(spark_schema).parquet(*view.spark_paths(session))
     offset = column(Vocab.of(view.dataset.projection().set_vocab).offset)
     df = df.where(offset <= literal(view.offset))
     return df if view.after is None else df.where(offset > literal(view.after))
@@ -192,9 +217,9 @@ def read_history(
     if not projection.has_data or projection.last_offset is None:
         return None
     view = changelog_as_of(dataset, projection.head, projection.last_offset)
-    if not view.data_paths:
+    if not view.files:
         return None
-    history = session.read.option("mergeSchema", "true").parquet(*(str(p) for p in view.data_paths))
+    history = session.read.option("mergeSchema", "true").parquet(*view.spark_paths(session))
     history = history.where(column(vocab.offset) <= literal(projection.last_offset))  # a copy may hold more
     return renamed(history, vocab.to_standard())
 

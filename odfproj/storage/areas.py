@@ -7,10 +7,12 @@ production's folder: no copy, and nothing written there. A dataset of an ordinar
 read areas, and each lookup is the plain path arithmetic of :class:`DatasetLayout`.
 
 A dataset of a remote workspace's cache (``storage.origin``) also has an *origin*: the dataset's prefix
-in the object store. A data file or checkpoint that no folder holds yet is fetched from there, checked
-against its hash, into the folder that mirrors the store, the first time something asks where it is.
-So a command reads exactly the objects it opens, and a second command on the same cache reads none
-again (blocks are not fetched here: checking out a remote workspace brings every new block).
+in the object store. A data file or checkpoint that no folder holds yet is read where it is when that
+is possible (a folder store, which this machine opens in place; Spark with the S3A connector, for
+:meth:`ObjectAreas.data_uri`), and otherwise fetched from there, checked against its hash, into the
+folder that mirrors the store, the first time something asks where it is. So a command reads exactly
+the objects it opens, and a second command on the same cache reads none again (blocks are not
+fetched here: checking out a remote workspace brings every new block).
 
 This is the disk form of the seam in docs/design/object-areas-and-heads.md (one write area, read
 areas after it); an object-store form answers the same three lookups with URLs.
@@ -58,9 +60,40 @@ class ObjectAreas:
     def checkpoint_path(self, physical_hash: Multihash, size: int | None = None) -> Path:
         return self._find(DatasetLayout.checkpoint_path, physical_hash, ("checkpoints", size))
 
+    def data_uri(self, physical_hash: Multihash, size: int | None = None, *, in_place: bool = False) -> str:
+        """Where Spark opens the data file: a folder's copy when one holds it; else, when the reader can
+        open the origin's objects in place (``in_place``: a session with the S3A connector), the origin's
+        own spelling (``s3a://...``), so nothing passes through this process; else fetched, as
+        :meth:`data_path`."""
+        found = self._held(DatasetLayout.data_path, physical_hash)
+        if found is not None:
+            return str(found)
+        if in_place and self.origin is not None:
+            uri = self.origin.store.spark_uri(f"data/{physical_hash.to_multibase()}")
+            if uri is not None:
+                return uri
+        return str(self.data_path(physical_hash, size))
+
     def is_own(self, path: Path) -> bool:
         """Whether ``path`` lies in the write area (an object a publish has to move)."""
         return path.is_relative_to(self.write.root)
+
+    def _held(self, place: Callable[[DatasetLayout, Multihash], Path], object_hash: Multihash) -> Path | None:
+        """The object in the first folder holding it: this dataset's, a read area's, or the origin's own
+        when this machine opens it in place (a folder store: a shared mount); ``None`` if none does."""
+        own = place(self.write, object_hash)
+        if own.exists():
+            return own
+        for area in self.read:
+            path = place(area, object_hash)
+            if path.exists():
+                return path
+        if self.origin is not None:
+            folder = place(self.write, object_hash).parent.name
+            path = self.origin.store.local_path(f"{folder}/{object_hash.to_multibase()}")
+            if path is not None and path.exists():
+                return path
+        return None
 
     def _find(
         self,
@@ -69,12 +102,11 @@ class ObjectAreas:
         fetch: tuple[str, int | None] | None = None,
     ) -> Path:
         own = place(self.write, object_hash)
-        if (not self.read and self.origin is None) or own.exists():
+        if not self.read and self.origin is None:
             return own  # an ordinary dataset: one folder, no stat
-        for area in self.read:
-            path = place(area, object_hash)
-            if path.exists():
-                return path
+        found = self._held(place, object_hash)
+        if found is not None:
+            return found
         if self.origin is not None and fetch is not None:
             target = place(self.origin.mirror, object_hash)
             if not target.exists():

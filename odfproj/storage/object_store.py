@@ -142,6 +142,14 @@ class ObjectStore(ABC):
     def child(self, sub: str) -> ObjectStore:
         """The store rooted at ``sub`` inside this one (a dataset inside a repository)."""
 
+    def local_path(self, key: str) -> Path | None:
+        """Where this machine can open the object as a file, in place (a folder store); else ``None``."""
+        return None
+
+    def spark_uri(self, key: str) -> str | None:
+        """Where Spark opens the object in place (``s3a://...``, a folder's path); ``None`` if it cannot."""
+        return None
+
     def __str__(self) -> str:
         return self.url
 
@@ -239,6 +247,12 @@ class FolderStore(ObjectStore):
 
     def child(self, sub: str) -> FolderStore:
         return FolderStore(self.root / sub, f"{self.url.rstrip('/')}/{sub}")
+
+    def local_path(self, key: str) -> Path | None:
+        return self._path(key)
+
+    def spark_uri(self, key: str) -> str | None:
+        return str(self._path(key))
 
 
 def _file_chunks(file: BinaryIO) -> Iterator[bytes]:
@@ -423,6 +437,10 @@ class S3Store(ObjectStore):
 
     def child(self, sub: str) -> S3Store:
         return S3Store(self.bucket, f"{self.prefix}/{sub}" if self.prefix else sub, self._client)
+
+    def spark_uri(self, key: str) -> str | None:
+        """Hadoop's S3A connector's spelling of the object (``s3a://BUCKET/KEY``)."""
+        return f"s3a://{self.bucket}/{self._key(key)}"
 
 
 class HttpStore(ObjectStore):

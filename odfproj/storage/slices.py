@@ -30,11 +30,25 @@ __all__ = ["DataAsOf", "SliceFile", "data_as_of", "data_slices"]
 
 @dataclass(frozen=True)
 class SliceFile:
-    """One data slice of the chain and the file that holds it."""
+    """One data slice of the chain and where the file that holds it is.
+
+    Located when asked, not when listed: a remote workspace's cache fetches a file only for a reader
+    that opens it here (:attr:`path`), and Spark may open it in the store instead (:meth:`uri`).
+    """
 
     sequence_number: int
     data: model.DataSlice
-    path: Path
+    objects: ObjectAreas = field(repr=False, compare=False)
+
+    @property
+    def path(self) -> Path:
+        """The file on this machine (fetched first if only the store holds it): for pyarrow, hashing."""
+        return self.objects.data_path(self.data.physical_hash, self.data.size)
+
+    def uri(self, *, in_place: bool) -> str:
+        """Where Spark opens the file; ``in_place``: the session reads the store itself (see
+        ``ObjectAreas.data_uri``)."""
+        return self.objects.data_uri(self.data.physical_hash, self.data.size, in_place=in_place)
 
     @property
     def start(self) -> int:
@@ -104,9 +118,7 @@ class DataAsOf:
         for position in positions:
             sequence_number = int(rows[position])
             data = self.index.data_slice(sequence_number)
-            out.append(
-                SliceFile(sequence_number, data, self.objects.data_path(data.physical_hash, data.size))
-            )
+            out.append(SliceFile(sequence_number, data, self.objects))
         return tuple(out)
 
 

@@ -17,6 +17,7 @@ from odfproj.engine.credentials import REDACTED, SPARK_REDACTION_REGEX, is_crede
 from odfproj.engine.s3a import (
     CONNECTOR_ENV,
     DEFAULT_CREDENTIALS_PROVIDER,
+    IN_PLACE_CONF,
     environment_conf,
     is_on_s3,
     spark_uri,
@@ -46,6 +47,25 @@ ENV = {
 }
 
 
+@pytest.fixture(autouse=True)
+def jars_cached(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    """A jar cache holding the connector's jars (as ``./dev`` leaves it), for every test here."""
+    cache = tmp_path / "jar-cache"
+    cache.mkdir()
+    for artifact in packages.package("s3a").artifacts:
+        (cache / artifact.file_name).write_bytes(b"jar")
+    monkeypatch.setenv(packages.CACHE_ENV, str(cache))
+    return cache
+
+
+def test_without_the_connectors_jars_a_session_reads_the_caches_copies(jars_cached) -> None:
+    """A machine ``./dev`` never set up has no jars: the session starts as for a local workspace, and the
+    remote workspace's cache fetches what Spark reads, rather than a run failing for the connector."""
+    next(jars_cached.iterdir()).unlink()
+    settings = SparkSettings(master="local[2]")
+    assert with_data_at(settings, "s3://bucket/p", ENV) is settings
+
+
 def test_a_local_workspace_never_gets_the_connector() -> None:
     settings = SparkSettings(master="local[2]")
     for location in ("/data/odf", "file:///mnt/shared/odf", "./.odf"):
@@ -61,9 +81,11 @@ def test_data_on_s3_puts_the_connector_on_the_class_path_with_settings_from_the_
         "spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9000",
         "spark.hadoop.fs.s3a.path.style.access": "true",
         "spark.hadoop.fs.s3a.endpoint.region": "eu-west-1",
+        IN_PLACE_CONF: "true",
     }
-    # every derived setting is one a project could write itself, and none is a credential
-    assert check_spark_conf(settings.conf) == []
+    # every derived setting but odfproj's own mark is one a project could write itself, none a credential
+    assert check_spark_conf({k: v for k, v in settings.conf.items() if k != IN_PLACE_CONF}) == []
+    assert check_spark_conf({IN_PLACE_CONF: "true"}) != []  # a project cannot claim to read in place
     # on AWS itself: no endpoint, no path-style access; the SDK's chain finds the credentials
     assert environment_conf({}) == {
         "spark.hadoop.fs.s3a.aws.credentials.provider": DEFAULT_CREDENTIALS_PROVIDER
@@ -125,7 +147,7 @@ def test_a_spark_that_brings_its_own_connector_gets_none_of_odfprojs() -> None:
 
 def test_a_missing_connector_is_one_line_saying_how_to_fetch_it(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv(packages.CACHE_ENV, str(tmp_path))
-    settings = with_data_at(SparkSettings(master="local[2]"), "s3://bucket/p", ENV)
+    settings = SparkSettings(master="local[2]", s3a_connector=True)  # its jars removed since it was chosen
     with pytest.raises(packages.PackageUnavailableError) as info:
         settings.effective_conf()
     assert "\n" not in str(info.value) and "hadoop-aws" in str(info.value) and "fetch s3a" in str(info.value)

@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from odfproj.engine.packages import PackageUnavailableError, package, resolved_jars
+from odfproj.engine.s3a import environment_conf
 from odfproj.odf import model
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.workspace import Workspace
+from tests.conftest import CI_RUNNER
 from tests.storage.helpers.chains import Writer, set_schema
 
 
@@ -72,3 +75,39 @@ def add_slices(dataset: Dataset, scratch: Path, count: int) -> None:
     writer = Writer(dataset, scratch)
     for i in range(count):
         writer.add_data(3, checkpoint=f"more {i} {scratch.name}".encode())
+
+
+#: Credentials moto accepts (any, until IAM authentication is on); never to be seen in a message.
+ACCESS_KEY = "AKIAODFPROJTEST"
+SECRET_KEY = "moto-secret-never-shown"
+
+
+def _connector_or_skip(spark) -> None:
+    try:
+        resolved_jars(package("s3a"))
+    except PackageUnavailableError as e:
+        if CI_RUNNER:
+            pytest.fail(f"{e} (on CI, ./dev test fetches them before the tests run)")
+        pytest.skip(f"no S3A connector to test: {e}")
+    if "hadoop-aws" not in spark.sparkContext.getConf().get("spark.jars", ""):
+        pytest.skip("the shared Spark session started before the S3A jars were cached: run the tests again")
+
+
+@pytest.fixture(scope="module")
+def s3a(spark, s3_endpoint: str) -> Iterator[object]:
+    """The shared session, its S3A connector pointed at the test server as a workspace's session is."""
+    _connector_or_skip(spark)
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    system = spark.sparkContext._jvm.java.lang.System
+    conf = environment_conf({"AWS_ENDPOINT_URL": s3_endpoint, "AWS_REGION": "us-east-1"})
+    for key, value in conf.items():
+        hadoop.set(key.removeprefix("spark.hadoop."), value)
+    system.setProperty("aws.accessKeyId", ACCESS_KEY)
+    system.setProperty("aws.secretAccessKey", SECRET_KEY)
+    try:
+        yield spark
+    finally:
+        for key in conf:
+            hadoop.unset(key.removeprefix("spark.hadoop."))
+        system.clearProperty("aws.accessKeyId")
+        system.clearProperty("aws.secretAccessKey")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from odfproj.engine.s3a import IN_PLACE_CONF
 from odfproj.project.config import WORKSPACE_ENV
 from odfproj.remote.location import remote_cache_dir
 from odfproj.storage.object_store import TRANSFERS
@@ -49,21 +50,27 @@ def remote_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return request.getfixturevalue("bucket") if request.param == "s3" else f"file://{tmp_path / 'remote'}"
 
 
-@pytest.fixture
-def runners(
-    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, remote_url: str
-) -> tuple[Path, Path, Callable[..., tuple[int, str]]]:
+Runners = tuple[Path, Path, Callable[..., tuple[int, str]]]
+
+
+def _runners(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str) -> Runners:
+    """Two runners' project folders (the second not cloned yet) and ``run_in(project, *args)``."""
     first = _project(tmp_path / "runner1")
     second = tmp_path / "runner2"
     here = {"cwd": first}
     invoke = cli_in(spark, monkeypatch, lambda: here["cwd"])
-    monkeypatch.setenv(WORKSPACE_ENV, remote_url)
+    monkeypatch.setenv(WORKSPACE_ENV, url)
 
     def run_in(project: Path, *args: str) -> tuple[int, str]:
         here["cwd"] = project
         return invoke(*args)
 
     return first, second, run_in
+
+
+@pytest.fixture
+def runners(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, remote_url: str) -> Runners:
+    return _runners(spark, tmp_path, monkeypatch, remote_url)
 
 
 def test_a_fresh_runner_fetches_only_what_its_steps_read(runners, remote_url: str) -> None:
@@ -83,12 +90,16 @@ def test_a_fresh_runner_fetches_only_what_its_steps_read(runners, remote_url: st
         assert moved.bytes_in < 64 * 1024 and moved.bytes_out < 4 * 1024, moved.describe()
 
     # The first runner ingests a new file into the root alone; the second brings the view up to date
-    # and fetches exactly the root's new slice, which the view's step reads.
+    # and fetches exactly the root's new slice, which the view's step reads (from a folder store, which
+    # this machine opens in place, nothing at all).
     (first / "data" / "trips" / "2.csv").write_text("id,city\n3,Pune\n")
     code, out = run_in(first, "run", "--select", "trips")
     assert code == 0, out
     code, out = run_in(second, "run")
     assert code == 0, out
+    if remote_url.startswith("file://"):
+        assert _fetched(second, remote_url, "trips") == []
+        return
     [fetched] = _fetched(second, remote_url, "trips")
     first_cache = remote_cache_dir(first, remote_url) / "datasets"
     root_slices = sorted(p.name for p in (first_cache / "trips" / "data").iterdir())
@@ -150,7 +161,33 @@ def test_a_fresh_runner_updates_a_snapshot_from_the_stores_state_index(runners, 
     code, out = run_in(second, "run")
     assert code == 0, out
     fetched = _fetched(second, remote_url, "stations")
-    assert current in fetched and superseded not in fetched, (superseded, current, fetched)
+    assert superseded not in fetched, (superseded, current, fetched)
+    assert (current in fetched) == remote_url.startswith("s3://")  # a folder store is read in place
     # Both runners agree on the data: the first one's run has nothing left to do.
     code, out = run_in(first, "run")
     assert code == 0 and "0 record(s) added" in out, out
+
+
+def test_spark_reads_the_slices_in_the_store_itself(
+    s3a, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bucket: str
+) -> None:
+    """With the S3A connector (the session of a workspace on S3 gets it, ``engine.s3a.with_data_at``),
+    the derivative's Spark job reads its input's new slice at ``s3a://`` and the runner's cache
+    fetches nothing at all."""
+    first, second, run_in = _runners(s3a, tmp_path, monkeypatch, bucket)
+    # As with_data_at marks a session with the connector: in the context's conf, which every session a
+    # run makes of it (newSession) starts from.
+    context_conf = s3a.sparkContext._jsc.sc().conf()
+    context_conf.set(IN_PLACE_CONF, "true")
+    try:
+        assert run_in(first, "run")[0] == 0
+        _clone(first, second)
+        (first / "data" / "trips" / "2.csv").write_text("id,city\n3,Pune\n")
+        assert run_in(first, "run", "--select", "trips")[0] == 0
+        code, out = run_in(second, "run")
+        assert code == 0, out
+        assert _fetched(second, bucket, "trips") == []
+        code, out = run_in(second, "sql", "SELECT count(*) AS n FROM `trips.view`")
+        assert code == 0 and "3" in out, out
+    finally:
+        context_conf.remove(IN_PLACE_CONF)

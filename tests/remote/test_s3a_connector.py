@@ -19,53 +19,16 @@ from __future__ import annotations
 import socket
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
-from odfproj.engine.packages import PackageUnavailableError, package, resolved_jars
-from odfproj.engine.s3a import environment_conf, spark_uri
+from odfproj.engine.s3a import spark_uri
 from odfproj.engine.settings import check_spark_conf
 from odfproj.engine.spark import translating_errors
 from odfproj.errors import EngineError
-from tests.conftest import CI_RUNNER
+from tests.remote.conftest import ACCESS_KEY, SECRET_KEY
 
 pytestmark = pytest.mark.spark
-
-#: Credentials moto accepts (any, until IAM authentication is on); never to be seen in a message.
-ACCESS_KEY = "AKIAODFPROJTEST"
-SECRET_KEY = "moto-secret-never-shown"
-
-
-def _connector_or_skip(spark) -> None:
-    try:
-        resolved_jars(package("s3a"))
-    except PackageUnavailableError as e:
-        if CI_RUNNER:
-            pytest.fail(f"{e} (on CI, ./dev test fetches them before the tests run)")
-        pytest.skip(f"no S3A connector to test: {e}")
-    if "hadoop-aws" not in spark.sparkContext.getConf().get("spark.jars", ""):
-        pytest.skip("the shared Spark session started before the S3A jars were cached: run the tests again")
-
-
-@pytest.fixture(scope="module")
-def s3a(spark, s3_endpoint: str) -> Iterator[object]:
-    """The shared session, its S3A connector pointed at the test server as a workspace's session is."""
-    _connector_or_skip(spark)
-    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
-    system = spark.sparkContext._jvm.java.lang.System
-    conf = environment_conf({"AWS_ENDPOINT_URL": s3_endpoint, "AWS_REGION": "us-east-1"})
-    for key, value in conf.items():
-        hadoop.set(key.removeprefix("spark.hadoop."), value)
-    system.setProperty("aws.accessKeyId", ACCESS_KEY)
-    system.setProperty("aws.secretAccessKey", SECRET_KEY)
-    try:
-        yield spark
-    finally:
-        for key in conf:
-            hadoop.unset(key.removeprefix("spark.hadoop."))
-        system.clearProperty("aws.accessKeyId")
-        system.clearProperty("aws.secretAccessKey")
 
 
 def _objects(bucket_url: str, prefix: str) -> list[str]:
