@@ -24,11 +24,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 from odfproj.remote.repository import pull, push, repository_datasets
 from odfproj.remote.sync import SyncOutcome, objects_of, read_head, walk
 from odfproj.storage.chain import append_block
-from odfproj.storage.derived_sync import send_up_all
+from odfproj.storage.derived_sync import catch_up_bytes, send_up_all
 from odfproj.storage.errors import ChainInvariantError, RemoteError, WorkspaceLockedError
 from odfproj.storage.object_copy import check_object
 from odfproj.storage.object_store import ObjectStore
@@ -148,13 +149,15 @@ def commit(store: ObjectStore, cache: Workspace, names: Sequence[str] = ()) -> l
     """Upload the cache's new objects and blocks, then move each remote head by compare-and-swap, then
     send up the derived records written since the last sync (``storage.derived_sync``).
 
-    The records go after the heads: one that lags the store's head is caught up from the new blocks by
+    A record whose upload would cost more than the data a reader catches the store's copy up with is
+    left for a later commit (``derived_sync.send_up``). The records go after the heads: one that lags the store's head is caught up from the new blocks by
     its reader, while one that led it would not be a block of the chain and would be rebuilt.
     """
     outcomes = push(cache, names, store.child(DATASETS))
     for dataset in cache.read_handles():
         if not names or dataset.name in names:
-            send_up_all(dataset.layout.info_dir, store.child(DATASETS).child(dataset.name).child("info"))
+            info = store.child(DATASETS).child(dataset.name).child("info")
+            send_up_all(dataset.layout.info_dir, info, partial(catch_up_bytes, dataset))
     return outcomes
 
 

@@ -22,15 +22,21 @@ commit and never overwritten by the store's copy.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from odfproj.errors import InvalidValueError
+from odfproj.odf.multiformats import Multihash
+from odfproj.storage.dataset import Dataset
 from odfproj.storage.fsutil import replace_atomic
 from odfproj.storage.object_copy import write_stream
 from odfproj.storage.object_store import ObjectStore
+from odfproj.storage.projection import DATA_EVENTS
 
-__all__ = ["bring_down", "send_up", "send_up_all"]
+__all__ = ["bring_down", "catch_up_bytes", "send_up", "send_up_all"]
 
 MANIFEST = "manifest.json"
 
@@ -63,22 +69,32 @@ def bring_down(store: ObjectStore, directory: Path) -> bool:
     return True
 
 
-def send_up(directory: Path, store: ObjectStore) -> bool:
+def send_up(directory: Path, store: ObjectStore, lag: Callable[[str], int] | None = None) -> bool:
     """Put the record of ``directory`` into the store if it changed since the last sync; True if it did.
 
     The content files the store lacks first, then the manifest, then the store's files this folder no
     longer has (retired versions) are removed.
+
+    ``lag(head)``: how many bytes of data a reader catching up from a record at ``head`` would read
+    (the data files after it; a head off the chain: as good as infinite). When the store holds a
+    record and sending this one would cost more than that, it is not sent: a fresh runner catches the
+    store's record up for less than this upload. So what goes up over many updates is bounded by
+    twice the data they add (a state index's key store is rewritten by most updates, and is often far
+    bigger than one update's data), and what a fresh runner reads to catch up is bounded by the record.
     """
     manifest = _read(directory / MANIFEST)
     if manifest is None or _digest(manifest) == _synced(directory):
         return False
     present = set(store.list())
-    mine = {MANIFEST}
-    for path in _files(directory):
-        key = path.relative_to(directory).as_posix()
-        mine.add(key)
-        if key not in present:
-            store.put_file(key, path)
+    files = {path.relative_to(directory).as_posix(): path for path in _files(directory)}
+    missing = {key: path for key, path in files.items() if key not in present}
+    if lag is not None and MANIFEST in present:
+        theirs = _head(store.get(MANIFEST))
+        if theirs is not None and sum(p.stat().st_size for p in missing.values()) > lag(theirs):
+            return False
+    mine = {MANIFEST, *files}
+    for key, path in missing.items():
+        store.put_file(key, path)
     store.put(MANIFEST, manifest)
     for key in sorted(present - mine):
         store.delete(key)
@@ -86,7 +102,7 @@ def send_up(directory: Path, store: ObjectStore) -> bool:
     return True
 
 
-def send_up_all(info_dir: Path, store: ObjectStore) -> int:
+def send_up_all(info_dir: Path, store: ObjectStore, lag: Callable[[str], int] | None = None) -> int:
     """:func:`send_up` for every record kind under a dataset's ``info/``, each into ``store``'s folder of
     the same name; how many were sent."""
     if not info_dir.is_dir():
@@ -94,8 +110,39 @@ def send_up_all(info_dir: Path, store: ObjectStore) -> int:
     sent = 0
     for directory in sorted(info_dir.iterdir()):
         if directory.is_dir() and not _hidden(directory.name) and (directory / MANIFEST).is_file():
-            sent += send_up(directory, store.child(directory.name))
+            sent += send_up(directory, store.child(directory.name), lag)
     return sent
+
+
+def catch_up_bytes(dataset: Dataset, head: str) -> int:
+    """The bytes of the data files ``dataset``'s chain added after block ``head``: what a reader of a
+    record stamped there reads to catch it up. A head that is not a block of the chain: unbounded."""
+    try:
+        known = Multihash.from_multibase(head)
+    except InvalidValueError:
+        return sys.maxsize
+    current = dataset.head()
+    if current is None:
+        return sys.maxsize
+    newer, met = dataset.blocks_since(current, known)
+    if not met:
+        return sys.maxsize
+    return sum(
+        block.event.new_data.size
+        for _, block in newer
+        if isinstance(block.event, DATA_EVENTS) and block.event.new_data is not None
+    )
+
+
+def _head(manifest: bytes | None) -> str | None:
+    """The head block a record's manifest says it reflects (every kind records it as ``head``)."""
+    if manifest is None:
+        return None
+    try:
+        head = json.loads(manifest).get("head")
+    except (ValueError, AttributeError):
+        return None
+    return head if isinstance(head, str) else None
 
 
 def _files(directory: Path) -> Iterator[Path]:

@@ -69,3 +69,29 @@ def test_the_store_removes_what_a_record_no_longer_has(tmp_path: Path) -> None:
 def test_nothing_in_the_store_leaves_the_cache_alone(tmp_path: Path) -> None:
     assert not bring_down(FolderStore(tmp_path / "empty"), tmp_path / "info" / "state-index")
     assert not (tmp_path / "info").exists()
+
+
+def test_a_record_costing_more_than_the_catch_up_stays_here_until_the_data_outgrows_it(
+    tmp_path: Path,
+) -> None:
+    """A big record rewritten by a small update is not sent on every commit: a reader catches the
+    store's copy up by reading the data added since it, which costs less, until that data outweighs it."""
+    store = FolderStore(tmp_path / "store")
+    mine = tmp_path / "info" / "state-index"
+    _record(mine, "1", {"keys-0-aa.arrow": b"k" * 1000})
+    (mine / "manifest.json").write_text('{"head": "f1620aa", "parts": 1}')
+    lags: list[str] = []
+
+    def lag(head: str) -> int:
+        lags.append(head)
+        return 10
+
+    assert send_up(mine, store, lag)  # the store has no record yet: always sent
+    assert lags == []
+    (mine / "keys-0-aa.arrow").unlink()
+    _record(mine, "2", {"keys-0-bb.arrow": b"k" * 1000})
+    (mine / "manifest.json").write_text('{"head": "f1620bb", "parts": 1}')
+    assert not send_up(mine, store, lag)  # 1,000 bytes to send; catching up reads 10
+    assert lags == ["f1620aa"] and b"f1620aa" in store.get("manifest.json")
+    assert send_up(mine, store, lambda head: 5000)  # the data since outweighs the record: sent
+    assert b"f1620bb" in store.get("manifest.json") and store.list() == ["keys-0-bb.arrow", "manifest.json"]
