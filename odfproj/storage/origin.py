@@ -3,9 +3,9 @@
 A remote workspace (``s3://...``, ``file://...``; docs/guide/remote.md) is worked on through a local
 folder that mirrors it. Checking it out brings every block and head but no data file or checkpoint;
 the folder records where it came from in ``origin.json``, and every handle on one of its datasets
-(also in a process that did not check it out, such as the warm engine's server) fetches an object
-the folder lacks from the dataset's prefix in the store, the first time it is asked where the object is
-(``storage.areas``). Credentials are never recorded: the store is opened with the reader's own.
+(also one opened by a command that did not check it out, such as ``query``) reads an object the folder
+lacks in the store or fetches it from the dataset's prefix there, the first time it is asked where the
+object is (``storage.areas``). Credentials are never recorded: the store is opened with the reader's own.
 """
 
 from __future__ import annotations
