@@ -171,11 +171,15 @@ def run(project: Path, env: dict[str, str], what: str) -> dict[str, object]:
 
 
 #: ``odfproj ARGS`` in this interpreter, printing the process's peak RSS (the driver's Python side; the
-#: JVM is a process of its own) on stderr as it exits.
+#: JVM is a process of its own) on stderr as it exits. VmHWM, not ``ru_maxrss``, which on Linux keeps the
+#: forking parent's peak across ``exec`` (this script's, with the S3 server's objects in memory).
 _WITH_PEAK = (
-    "import atexit, resource, runpy, sys\n"
-    "atexit.register(lambda: sys.stderr.write("
-    "'peak-rss-kib %d\\n' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))\n"
+    "import atexit, runpy, sys\n"
+    "def _peak():\n"
+    "    for line in open('/proc/self/status'):\n"
+    "        if line.startswith('VmHWM:'):\n"
+    "            sys.stderr.write('peak-rss-kib %d\\n' % int(line.split()[1]))\n"
+    "atexit.register(_peak)\n"
     "sys.argv = ['odfproj', *sys.argv[1:]]\n"
     "runpy.run_module('odfproj', run_name='__main__')\n"
 )

@@ -24,12 +24,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
-from functools import partial
 
 from odfproj.remote.repository import pull, push, repository_datasets
 from odfproj.remote.sync import SyncOutcome, objects_of, read_head, walk
 from odfproj.storage.chain import append_block
-from odfproj.storage.derived_sync import catch_up_bytes, send_up_all
+from odfproj.storage.derived_sync import send_up_all
 from odfproj.storage.errors import ChainInvariantError, RemoteError, WorkspaceLockedError
 from odfproj.storage.object_copy import check_object
 from odfproj.storage.object_store import ObjectStore
@@ -157,7 +156,7 @@ def commit(store: ObjectStore, cache: Workspace, names: Sequence[str] = ()) -> l
     for dataset in cache.read_handles():
         if not names or dataset.name in names:
             info = store.child(DATASETS).child(dataset.name).child("info")
-            send_up_all(dataset.layout.info_dir, info, partial(catch_up_bytes, dataset))
+            send_up_all(dataset.layout.info_dir, info, dataset.data_bytes_since)
     return outcomes
 
 

@@ -8,6 +8,7 @@ only become reachable once complete (see :mod:`odfproj.storage.commit`).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -268,6 +269,26 @@ class Dataset:
         if self.pinned is None:
             return ()
         return tuple(layout.info_dir / name for layout in self.objects.read)
+
+    def data_bytes_since(self, head: str) -> int:
+        """The bytes of the data files the chain added after block ``head`` (multibase text): what a
+        reader of a derived record stamped there reads to catch it up (``storage.derived_sync``). A
+        head that is not a block of the chain: unbounded."""
+        try:
+            known = Multihash.from_multibase(head)
+        except InvalidValueError:
+            return sys.maxsize
+        current = self.head()
+        if current is None:
+            return sys.maxsize
+        newer, met = self.blocks_since(current, known)
+        if not met:
+            return sys.maxsize
+        return sum(
+            block.event.new_data.size
+            for _, block in newer
+            if isinstance(block.event, DATA_EVENTS) and block.event.new_data is not None
+        )
 
     def derived_dir(self, kind: str) -> Path:
         """The folder of a derived record of ``kind`` (``info/<kind>/``: a state index, a group state...).

@@ -24,19 +24,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from odfproj.errors import InvalidValueError
-from odfproj.odf.multiformats import Multihash
-from odfproj.storage.dataset import Dataset
 from odfproj.storage.fsutil import replace_atomic
 from odfproj.storage.object_copy import write_stream
 from odfproj.storage.object_store import ObjectStore
-from odfproj.storage.projection import DATA_EVENTS
 
-__all__ = ["bring_down", "catch_up_bytes", "send_up", "send_up_all"]
+__all__ = ["bring_down", "send_up", "send_up_all"]
 
 MANIFEST = "manifest.json"
 
@@ -112,26 +107,6 @@ def send_up_all(info_dir: Path, store: ObjectStore, lag: Callable[[str], int] | 
         if directory.is_dir() and not _hidden(directory.name) and (directory / MANIFEST).is_file():
             sent += send_up(directory, store.child(directory.name), lag)
     return sent
-
-
-def catch_up_bytes(dataset: Dataset, head: str) -> int:
-    """The bytes of the data files ``dataset``'s chain added after block ``head``: what a reader of a
-    record stamped there reads to catch it up. A head that is not a block of the chain: unbounded."""
-    try:
-        known = Multihash.from_multibase(head)
-    except InvalidValueError:
-        return sys.maxsize
-    current = dataset.head()
-    if current is None:
-        return sys.maxsize
-    newer, met = dataset.blocks_since(current, known)
-    if not met:
-        return sys.maxsize
-    return sum(
-        block.event.new_data.size
-        for _, block in newer
-        if isinstance(block.event, DATA_EVENTS) and block.event.new_data is not None
-    )
 
 
 def _head(manifest: bytes | None) -> str | None:
