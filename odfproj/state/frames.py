@@ -154,11 +154,7 @@ def _local_files(view: ChangelogView) -> Iterator[Path | None]:
     """The view's files where this machine holds them, ``None`` for one only the store holds: the
     footers' answer is a shortcut, not worth fetching a whole file for."""
     for f in view.files:
-        if not isinstance(f, SliceFile):
-            yield f
-            continue
-        uri = f.uri(in_place=True)
-        yield None if "://" in uri else Path(uri)
+        yield f.held if isinstance(f, SliceFile) else f
 
 
 def _file_only_appends(path: Path | None, op: str) -> bool:

@@ -65,7 +65,7 @@ class ObjectAreas:
         open the origin's objects in place (``in_place``: a session with the S3A connector), the origin's
         own spelling (``s3a://...``), so nothing passes through this process; else fetched, as
         :meth:`data_path`."""
-        found = self._held(DatasetLayout.data_path, physical_hash)
+        found = self.data_held(physical_hash)
         if found is not None:
             return str(found)
         if in_place and self.origin is not None:
@@ -73,6 +73,10 @@ class ObjectAreas:
             if uri is not None:
                 return uri
         return str(self.data_path(physical_hash, size))
+
+    def data_held(self, physical_hash: Multihash) -> Path | None:
+        """The data file where this machine opens it without fetching it; ``None`` if only the store has it."""
+        return self._held(DatasetLayout.data_path, physical_hash)
 
     def is_own(self, path: Path) -> bool:
         """Whether ``path`` lies in the write area (an object a publish has to move)."""
@@ -89,8 +93,7 @@ class ObjectAreas:
             if path.exists():
                 return path
         if self.origin is not None:
-            folder = place(self.write, object_hash).parent.name
-            path = self.origin.store.local_path(f"{folder}/{object_hash.to_multibase()}")
+            path = self.origin.store.local_path(f"{own.parent.name}/{object_hash.to_multibase()}")
             if path is not None and path.exists():
                 return path
         return None

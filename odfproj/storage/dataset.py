@@ -27,6 +27,7 @@ from odfproj.odf.timestamps import to_utc
 from odfproj.storage.areas import ObjectAreas, ObjectOrigin
 from odfproj.storage.chain import append_block
 from odfproj.storage.commit import Transaction, clean_leftovers, find_leftovers
+from odfproj.storage.derived_sync import bring_down
 from odfproj.storage.errors import (
     ChainInvariantError,
     DatasetLockedError,
@@ -301,8 +302,6 @@ class Dataset:
         directory = self.layout.info_dir / kind
         origin = self.objects.origin
         if origin is not None and not self.objects.read and kind not in self._derived_synced:
-            from odfproj.storage.derived_sync import bring_down
-
             self._derived_synced.add(kind)
             bring_down(origin.store.child("info").child(kind), directory)
         return directory

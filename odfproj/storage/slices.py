@@ -45,6 +45,11 @@ class SliceFile:
         """The file on this machine (fetched first if only the store holds it): for pyarrow, hashing."""
         return self.objects.data_path(self.data.physical_hash, self.data.size)
 
+    @property
+    def held(self) -> Path | None:
+        """The file where this machine opens it without fetching it; ``None`` if only the store has it."""
+        return self.objects.data_held(self.data.physical_hash)
+
     def uri(self, *, in_place: bool) -> str:
         """Where Spark opens the file; ``in_place``: the session reads the store itself (see
         ``ObjectAreas.data_uri``)."""
