@@ -36,49 +36,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository, for tests.manifests
+from tests import manifests
+
 BUCKET = "bench"
 URL = f"s3://{BUCKET}/ws"
 LINE = re.compile(r"remote workspace \S+: (\d+) request\(s\), ([\d.]+ \w+) read, ([\d.]+ \w+) written")
 
-ROOT = """\
-kind: DatasetSnapshot
-version: 1
-content:
-  name: {name}
-  kind: Root
-  metadata:
-    - kind: SetPollingSource
-      fetch:
-        kind: FilesGlob
-        path: data/{name}/*.csv
-      read:
-        kind: Csv
-        header: true
-        schema:
-          - id BIGINT
-          - cat STRING
-          - amount BIGINT
-          - payload STRING
-      merge:
-        kind: {merge}
-"""
-
-TOTALS = """\
-kind: DatasetSnapshot
-version: 1
-content:
-  name: {name}.totals
-  kind: Derivative
-  metadata:
-    - kind: SetTransform
-      inputs:
-        - datasetRef: {name}
-          alias: src
-      transform:
-        kind: Sql
-        engine: spark
-        query: SELECT cat, max(event_time) AS event_time, count(*) AS n, sum(amount) AS total FROM src GROUP BY cat
-"""
+#: The roots' columns; ``payload`` is 48 random hex characters a row, so the files do not compress away.
+COLUMNS = ("id BIGINT", "cat STRING", "amount BIGINT", "payload STRING")
+TOTALS = (
+    "SELECT cat, max(event_time) AS event_time, count(*) AS n, sum(amount) AS total FROM src GROUP BY cat"
+)
 
 
 def write_csv(path: Path, start: int, rows: int, seed: int) -> None:
@@ -113,9 +82,11 @@ def generate(root: Path, roots: int, rows: int) -> list[str]:
     names = []
     for i in range(roots):
         name = f"root{i}"
-        merge = "Append" if i % 2 == 0 else "Snapshot\n        primaryKey: [id]"
-        (root / "datasets" / f"{name}.yaml").write_text(ROOT.format(name=name, merge=merge))
-        (root / "datasets" / f"{name}.totals.yaml").write_text(TOTALS.format(name=name))
+        merge = None if i % 2 == 0 else {"kind": "Snapshot", "primaryKey": ("id",)}
+        root_text = manifests.root(name, path=f"data/{name}/*.csv", schema=COLUMNS, merge=merge)
+        (root / "datasets" / f"{name}.yaml").write_text(root_text)
+        totals = manifests.derivative(f"{name}.totals", {"src": name}, TOTALS)
+        (root / "datasets" / f"{name}.totals.yaml").write_text(totals)
         write_csv(root / "data" / name / "0001.csv", 0, rows, seed=i)
         names.append(name)
     return names

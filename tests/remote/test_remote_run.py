@@ -17,6 +17,7 @@ from odfproj.engine.s3a import IN_PLACE_CONF
 from odfproj.project.config import WORKSPACE_ENV
 from odfproj.remote.location import remote_cache_dir
 from odfproj.storage.object_store import TRANSFERS
+from tests import manifests
 from tests.cli_inprocess import cli_in
 from tests.run.test_run import DERIVATIVE, ROOT
 
@@ -114,27 +115,12 @@ def test_a_fresh_runner_fetches_only_what_its_steps_read(runners, remote_url: st
     assert "up to date" in out or "nothing to do" in out.lower(), out
 
 
-SNAPSHOT_ROOT = """\
-kind: DatasetSnapshot
-version: 1
-content:
-  name: stations
-  kind: Root
-  metadata:
-    - kind: SetPollingSource
-      fetch:
-        kind: FilesGlob
-        path: data/stations/*.csv
-      read:
-        kind: Csv
-        header: true
-        schema:
-          - id BIGINT
-          - city STRING
-      merge:
-        kind: Snapshot
-        primaryKey: [id]
-"""
+SNAPSHOT_ROOT = manifests.root(
+    "stations",
+    path="data/stations/*.csv",
+    schema=["id BIGINT", "city STRING"],
+    merge={"kind": "Snapshot", "primaryKey": ("id",)},
+)
 
 
 def test_a_fresh_runner_updates_a_snapshot_from_the_stores_state_index(runners, remote_url: str) -> None:
