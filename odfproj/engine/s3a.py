@@ -29,6 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 
+from odfproj.engine.exchange import EXCHANGE_CONF, EXCHANGE_FOLDER
 from odfproj.engine.packages import pyspark_jars
 from odfproj.engine.session import SparkSettings
 
@@ -118,18 +119,31 @@ def with_data_at(
     Data on S3: the S3A connector on the class path (unless the Spark brings its own, see
     :func:`odfproj_brings_connector`) and S3A's settings from the environment (:func:`environment_conf`),
     under the target's own ``spark_conf``, which wins, and marked as reading the store in place
-    (:func:`reads_in_place`). When odfproj would bring the connector but its jars are not cached (a
+    (:func:`reads_in_place`); on a master other than ``local`` (executors on other hosts), with its
+    hand-overs between driver and tasks through the store (``engine.exchange``). When odfproj would bring the connector but its jars are not cached (a
     machine ``./dev`` never set up), ``settings`` unchanged: the remote workspace's cache then fetches
-    what Spark reads, which is slower but works. Anywhere else: ``settings`` unchanged, so a session of
-    a local workspace never pays for the connector.
+    what Spark reads, which is slower but works. A ``file://`` store (a shared mount) gets the
+    hand-overs only. Anywhere else: ``settings`` unchanged, so a session of a local workspace never
+    pays for the connector.
     """
     if not is_on_s3(location):
+        if location.strip().lower().startswith("file://"):
+            return _with_exchange(settings, location)
         return settings
     brings = odfproj_brings_connector(settings, environ)
     if brings and not _connector_cached():
         return settings  # no connector: the workspace's cache fetches what Spark reads (storage.areas)
     conf = {**environment_conf(environ), **settings.conf, IN_PLACE_CONF: "true"}
-    return replace(settings, conf=MappingProxyType(conf), s3a_connector=brings)
+    return _with_exchange(replace(settings, conf=MappingProxyType(conf), s3a_connector=brings), location)
+
+
+def _with_exchange(settings: SparkSettings, location: str) -> SparkSettings:
+    """``settings`` whose hand-overs between driver and tasks go through the store at ``location``
+    (``engine.exchange``) when the executors may be on other hosts: any master but ``local``."""
+    if settings.is_local:
+        return settings
+    conf = {**settings.conf, EXCHANGE_CONF: f"{location.strip().rstrip('/')}/{EXCHANGE_FOLDER}"}
+    return replace(settings, conf=MappingProxyType(conf))
 
 
 def reads_in_place(session: object) -> bool:

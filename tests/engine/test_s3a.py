@@ -14,6 +14,7 @@ import pytest
 
 from odfproj.engine import packages
 from odfproj.engine.credentials import REDACTED, SPARK_REDACTION_REGEX, is_credential_key, redacted
+from odfproj.engine.exchange import EXCHANGE_CONF
 from odfproj.engine.s3a import (
     CONNECTOR_ENV,
     DEFAULT_CREDENTIALS_PROVIDER,
@@ -364,3 +365,17 @@ def test_a_spark_home_whose_jars_hold_the_connector_gets_none_of_odfprojs(tmp_pa
     assert with_data_at(settings, "s3://bucket/p", {"SPARK_HOME": str(tmp_path)}).s3a_connector
     (tmp_path / "jars" / "hadoop-aws-3.4.1.jar").write_bytes(b"jar")
     assert not with_data_at(settings, "s3://bucket/p", {"SPARK_HOME": str(tmp_path)}).s3a_connector
+
+
+def test_executors_on_other_hosts_hand_files_over_through_the_store() -> None:
+    """Any master but ``local`` may run its executors where the driver's disk is not: the session names
+    the store's ``.exchange`` folder (engine.exchange), which a project cannot set itself."""
+    for master in ("spark://m:7077", "sc://spark.internal:15002", "yarn", "k8s://https://k:443"):
+        settings = with_data_at(
+            SparkSettings(master=master), "s3://bucket/p/", {**ENV, CONNECTOR_ENV: "provided"}
+        )
+        assert settings.conf[EXCHANGE_CONF] == "s3://bucket/p/.exchange", master
+        shared = with_data_at(SparkSettings(master=master), "file:///mnt/shared/odf", ENV)
+        assert dict(shared.conf) == {EXCHANGE_CONF: "file:///mnt/shared/odf/.exchange"}, master
+    assert EXCHANGE_CONF not in with_data_at(SparkSettings(master="local[2]"), "s3://bucket/p", ENV).conf
+    assert check_spark_conf({EXCHANGE_CONF: "s3://elsewhere/x"}) != []
