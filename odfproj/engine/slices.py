@@ -46,6 +46,7 @@ import pyarrow.parquet as pq
 
 from odfproj.engine.columns import column
 from odfproj.engine.driver_slices import driver_codec, driver_writable
+from odfproj.engine.exchange import exchange_of
 from odfproj.engine.types import arrow_schema_from_spark
 from odfproj.errors import EngineError
 
@@ -195,7 +196,9 @@ def write_slices(
     """Write ``out`` (``numbered``'s frame, columns as they are to be stored) as files of <= ``limit`` records.
 
     ``offset_column`` is the offset's name in ``out`` (default: as numbered). ``limit <= 0`` means one file. The files are left in a new folder under ``folder`` and returned in
-    offset order; an empty batch writes nothing. The caller removes the files.
+    offset order; an empty batch writes nothing. The caller removes the files. Where the session's
+    executors may not see the driver's disk, Spark writes them into the workspace's store and the
+    driver takes them from there (``engine.exchange``).
     """
     from pyspark.sql import functions as F
 
@@ -203,6 +206,8 @@ def write_slices(
         return []
     target = Path(tempfile.mkdtemp(prefix="slices-", dir=folder))
     written = target / "out"
+    exchange = exchange_of(out.sparkSession)  # executors on other hosts write into the store
+    spark_at = exchange.writes_at(written)
     name = offset_column or numbered.offset_column
     offset = column(name)
     try:
@@ -210,19 +215,22 @@ def write_slices(
         codec = driver_codec(out)
         if limit <= 0 or numbered.count <= limit:
             # The option always, so a session-wide maxRecordsPerFile cannot cut the one file.
-            out.coalesce(1).write.mode("overwrite").option("maxRecordsPerFile", "0").parquet(str(written))
+            out.coalesce(1).write.mode("overwrite").option("maxRecordsPerFile", "0").parquet(spark_at)
+            exchange.take(written)
             slices = _slices_of(sorted(written.glob("part-*.parquet")), name)
         elif codec is not None and driver_writable(arrow_schema_from_spark(out.schema)):
             _allow_concurrent_writers(out)
             cells = out.withColumn(_FILE, grid).write.mode("overwrite").partitionBy(_FILE)
-            cells.option("maxRecordsPerFile", "0").parquet(str(written))
+            cells.option("maxRecordsPerFile", "0").parquet(spark_at)
+            exchange.take(written)
             joins = [_joined(cell, name, codec) for cell in sorted(written.glob(f"{_FILE}=*"))]
             slices = sorted((s for s in joins if s is not None), key=lambda s: s.first)
         else:
             files = -(-numbered.count // limit)
             cut = out.withColumn(_FILE, grid).repartitionByRange(files, F.col(_FILE))
             cut = cut.sortWithinPartitions(offset).drop(_FILE)
-            cut.write.mode("overwrite").option("maxRecordsPerFile", str(limit)).parquet(str(written))
+            cut.write.mode("overwrite").option("maxRecordsPerFile", str(limit)).parquet(spark_at)
+            exchange.take(written)
             slices = _slices_of(sorted(written.glob("part-*.parquet")), name)
         _check_grid(slices, numbered, limit)
         named = []
@@ -234,6 +242,7 @@ def write_slices(
         return named
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
+        exchange.drop(written)
         raise
 
 

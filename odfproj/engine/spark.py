@@ -58,6 +58,7 @@ import pyarrow.parquet as pq
 from odfproj.engine.columns import quoted_name
 from odfproj.engine.dialects import is_spark, to_spark
 from odfproj.engine.errors import InvalidQueryError
+from odfproj.engine.exchange import exchange_of
 from odfproj.engine.gis import (
     GEOMETRY_COLUMN,
     ensure_gis,
@@ -793,7 +794,7 @@ def frame_from_arrow(session: SparkSession, table: pa.Table, scratch: Path) -> D
         return session.createDataFrame([], schema)
     path = Path(scratch) / f"arrow-{uuid.uuid4().hex}.parquet"
     pq.write_table(table, path)
-    return session.read.schema(schema).parquet(str(path))
+    return session.read.schema(schema).parquet(exchange_of(session).reads_at(path))
 
 
 __all__: Sequence[str] = (

@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from odfproj.engine.columns import column
+from odfproj.engine.exchange import exchange_of, local_of_any
 from odfproj.engine.spark import SparkFailure, is_spark_error, spark_failures
 from odfproj.engine.types import spark_type_from_arrow
 from odfproj.errors import EngineError, InvalidValueError
@@ -158,10 +159,21 @@ def _input_file_name() -> Column:
 
 
 def file_of_uri(uri: str) -> str:
-    """The local path a ``file_column`` value (:func:`read_files`) names, normalised as ``os.path.normpath``."""
+    """The local path a ``file_column`` value (:func:`read_files`) names, normalised as ``os.path.normpath``:
+    a file Spark read from the workspace's store names the driver's file it is a copy of."""
     from urllib.parse import unquote, urlsplit
 
-    return os.path.normpath(unquote(urlsplit(uri).path)) if uri else ""
+    if not uri:
+        return ""
+    handed = local_of_any(uri)
+    return os.path.normpath(handed if handed is not None else unquote(urlsplit(uri).path))
+
+
+def _in_spark(spark: SparkSession, files: Sequence[str]) -> list[str]:
+    """Where Spark's tasks open the driver's ``files``: the paths themselves, or their copies in the
+    workspace's store where the executors may not see the driver's disk (``engine.exchange``)."""
+    exchange = exchange_of(spark)
+    return [exchange.reads_at(Path(f)) for f in files]
 
 
 def _describe(files: Sequence[str]) -> str:
@@ -280,7 +292,7 @@ def _read_csv(
     reader = spark.read.options(**options)
     if declared is not None:
         reader = reader.schema(_spark_schema(declared))
-    return reader.csv(files)
+    return reader.csv(_in_spark(spark, files))
 
 
 #: How many malformed rows an error shows: enough to see a pattern, short enough for one line.
@@ -314,7 +326,7 @@ def bad_csv_rows(
     for f in files:
         if len(found) >= limit:
             break
-        lines = _numbered_lines(spark.read.text(f))
+        lines = _numbered_lines(spark.read.text(_in_spark(spark, [f])[0]))
         parsed = lines.where(F.col("line") >= first_data_line).where(F.length(F.trim("value")) > 0)
         parsed = parsed.select(
             "line", "value", F.from_csv("value", schema.simpleString(), options).alias("r")
@@ -433,15 +445,17 @@ def _read_json(
                 )
         if declared is not None:
             return _numbers_from_text(
-                reader.schema(_spark_schema(_json_read_schema(declared))).json(files), declared, files
+                reader.schema(_spark_schema(_json_read_schema(declared))).json(_in_spark(spark, files)),
+                declared,
+                files,
             )
-        return reader.json(files)
+        return reader.json(_in_spark(spark, files))
     parts = _path_parts(step.sub_path)
     if declared is not None:
         records = T.ArrayType(_spark_schema(_json_read_schema(declared)), True)
-        df = reader.schema(_wrap(parts, records)).json(files)
+        df = reader.schema(_wrap(parts, records)).json(_in_spark(spark, files))
     else:
-        df = reader.json(files)
+        df = reader.json(_in_spark(spark, files))
         if not df.columns:
             return df
         try:
@@ -467,9 +481,11 @@ def _read_ndjson(
     _check_text(files, charset)
     if declared is not None:
         return _numbers_from_text(
-            reader.schema(_spark_schema(_json_read_schema(declared))).json(files), declared, files
+            reader.schema(_spark_schema(_json_read_schema(declared))).json(_in_spark(spark, files)),
+            declared,
+            files,
         )
-    return reader.json(files)
+    return reader.json(_in_spark(spark, files))
 
 
 def _parsed_from_text(data_type: pa.DataType) -> bool:
@@ -584,7 +600,7 @@ def _geo_reader(
     _check_text(files, charset)
     inferred = None
     if declared is None:
-        probe = reader.json(files)
+        probe = reader.json(_in_spark(spark, files))
         if not probe.columns:
             return reader, probe
         if check is not None:
@@ -608,7 +624,7 @@ def _read_geojson(
         return found
     properties, columns = found
     schema = T.StructType([T.StructField("features", T.ArrayType(_feature_type(properties), True), True)])
-    df = reader.schema(schema).json(files)
+    df = reader.schema(schema).json(_in_spark(spark, files))
     features = _required(F.col("features"), files, "not a GeoJSON FeatureCollection (no `features` array)")
     return df.select(F.explode(features).alias("f")).select(*_feature_columns(F.col("f"), columns))
 
@@ -622,7 +638,7 @@ def _read_ndgeojson(
     if not isinstance(found, tuple):
         return found
     properties, columns = found
-    df = reader.schema(_feature_type(properties)).json(files)
+    df = reader.schema(_feature_type(properties)).json(_in_spark(spark, files))
     return df.select(*_feature_columns(F.struct(*(F.col(c) for c in df.columns)), columns))
 
 
@@ -649,7 +665,7 @@ def _cast_to(df: DataFrame, declared: pa.Schema | None, what: str) -> DataFrame:
 def _read_parquet(
     spark: SparkSession, step: model.ReadStepParquet, files: list[str], declared: pa.Schema | None
 ) -> DataFrame:
-    return _cast_to(spark.read.parquet(*files), declared, _describe(files))
+    return _cast_to(spark.read.parquet(*_in_spark(spark, files)), declared, _describe(files))
 
 
 def _read_shapefile(

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from odfproj.engine.columns import column, literal
+from odfproj.engine.exchange import exchange_of
 from odfproj.engine.s3a import reads_in_place
 from odfproj.errors import OdfprojError
 from odfproj.odf.arrow_schema import decode_arrow_schema
@@ -79,7 +80,19 @@ class ChangelogView:
 
     def spark_paths(self, session: SparkSession) -> tuple[str, ...]:
         """The files as Spark opens them: in the store itself when the session reads it in place
-        (``engine.s3a.reads_in_place``), so a remote workspace's slices never pass through this process."""
+        (``engine.s3a.reads_in_place``), so a remote workspace's slices never pass through this process.
+
+        Where the executors may not see this machine's disk (``engine.exchange``), every file is opened in
+        the store: a slice at its place there, one this run wrote and has not committed yet (and a
+        compacted copy's part) through the exchange.
+        """
+        exchange = exchange_of(session)
+        if not exchange.is_local:
+            return tuple(
+                (f.stored_uri() if isinstance(f, SliceFile) else None)
+                or exchange.reads_at(f.path if isinstance(f, SliceFile) else f)
+                for f in self.files
+            )
         in_place = reads_in_place(session)
         return tuple(f.uri(in_place=in_place) if isinstance(f, SliceFile) else str(f) for f in self.files)
 
@@ -247,7 +260,7 @@ def read_current_state(
     spark_schema = spark_schema_from_arrow(out_schema)
     if not rows:
         return index, session.createDataFrame([], spark_schema)
-    return index, session.read.schema(spark_schema).parquet(str(path))
+    return index, session.read.schema(spark_schema).parquet(exchange_of(session).reads_at(path))
 
 
 def advance_state_index(dataset: Dataset, key: Sequence[str], index: StateIndex | None) -> None:

@@ -23,6 +23,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from odfproj.engine.exchange import exchange_of
 from odfproj.engine.spark import is_spark_error
 from odfproj.odf.multiformats import Multihash
 from odfproj.state.leftovers import remove_leftovers
@@ -63,7 +64,8 @@ def load_group_state(session: SparkSession, dataset: Dataset, fingerprint: str) 
             return None
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return session.read.parquet(*(str(version / name) for name in files))
+    exchange = exchange_of(session)  # a copy in the store for executors that cannot see this disk
+    return session.read.parquet(*(exchange.reads_at(version / name) for name in files))
 
 
 def save_group_state(frame: DataFrame, dataset: Dataset, head: Multihash, fingerprint: str) -> None:
@@ -77,7 +79,9 @@ def save_group_state(frame: DataFrame, dataset: Dataset, head: Multihash, finger
     version = directory / name
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        frame.coalesce(1).write.parquet(str(version))
+        exchange = exchange_of(frame.sparkSession)
+        frame.coalesce(1).write.parquet(exchange.writes_at(version))
+        exchange.take(version)
         write_stamped(directory, FORMAT, head, fingerprint, {"version": name, "files": _files(version)})
     except Exception as e:
         shutil.rmtree(version, ignore_errors=True)

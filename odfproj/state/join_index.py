@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from odfproj.engine.columns import column
+from odfproj.engine.exchange import exchange_of
 from odfproj.engine.spark import is_spark_error
 from odfproj.odf.multiformats import Multihash
 from odfproj.state.leftovers import remove_leftovers
@@ -173,8 +174,9 @@ def read_buckets(
     column the input added since a run was written reads as null, as in its own older files.
     """
     wanted = set(buckets)
+    exchange = exchange_of(session)  # copies in the store for executors that cannot see this disk
     paths = [
-        str(index.directory / key.name / run.name / path)
+        exchange.reads_at(index.directory / key.name / run.name / path)
         for run in index.runs.get(key.name, ())
         for path in run.in_buckets(wanted)
     ]
@@ -183,7 +185,9 @@ def read_buckets(
 
 def _write(frame: DataFrame, folder: Path) -> StoredRun | None:
     """``frame`` (rows with their bucket) as a run in ``folder``: one file per bucket; ``None`` if empty."""
-    frame.repartition(column(BUCKET)).write.partitionBy(BUCKET).parquet(str(folder))
+    exchange = exchange_of(frame.sparkSession)
+    frame.repartition(column(BUCKET)).write.partitionBy(BUCKET).parquet(exchange.writes_at(folder))
+    exchange.take(folder)
     files = _files(folder)
     if not files:
         shutil.rmtree(folder, ignore_errors=True)
@@ -218,7 +222,8 @@ def add_run(
         with_bucket = T.StructType([*schema.fields, T.StructField(BUCKET, T.IntegerType())])
         # One read per run: Spark refuses two partitioned roots in one read.
         older_rows, newer_rows = (
-            session.read.schema(with_bucket).parquet(str(folder / r.name)) for r in (older, newer)
+            session.read.schema(with_bucket).parquet(exchange_of(session).reads_at(folder / r.name))
+            for r in (older, newer)
         )
         stored = older_rows.unionByName(newer_rows)
         merged = (

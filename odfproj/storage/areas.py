@@ -26,8 +26,8 @@ from pathlib import Path
 
 from odfproj.odf.multiformats import Multihash
 from odfproj.storage.layout import DatasetLayout
-from odfproj.storage.object_copy import fetch_object
-from odfproj.storage.object_store import ObjectStore
+from odfproj.storage.object_copy import copy_object, fetch_object
+from odfproj.storage.object_store import FolderStore, ObjectStore
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,29 @@ class ObjectAreas:
             if uri is not None:
                 return uri
         return str(self.data_path(physical_hash, size))
+
+    def data_in_store(self, physical_hash: Multihash, size: int | None) -> str | None:
+        """The origin's own spelling of the data file (``s3a://...``), for a reader on another host; ``None``
+        without an origin (or one no reader opens, such as an http store).
+
+        A file only this machine holds (written by this run, its commit to the store still to come) is
+        sent to its place in the store first, checked against its hash as it goes: objects go before
+        heads in every commit, so an object there early is harmless, and the commit then finds it sent.
+        """
+        if self.origin is None:
+            return None
+        key = f"data/{physical_hash.to_multibase()}"
+        store = self.origin.store
+        uri = store.spark_uri(key)
+        if uri is None or store.read_only or store.exists(key):
+            return uri if uri is not None and not store.read_only else None
+        held = self.data_held(physical_hash)
+        if held is None:
+            return None
+        copy_object(
+            FolderStore(held.parent.parent), store, "data", physical_hash, size or held.stat().st_size
+        )
+        return uri
 
     def data_held(self, physical_hash: Multihash) -> Path | None:
         """The data file where this machine opens it without fetching it; ``None`` if only the store has it."""

@@ -55,6 +55,11 @@ class SliceFile:
         ``ObjectAreas.data_uri``)."""
         return self.objects.data_uri(self.data.physical_hash, self.data.size, in_place=in_place)
 
+    def stored_uri(self) -> str | None:
+        """Where a reader on another host opens the file: at its place in the workspace's store, sent there
+        first if only this machine has it (``ObjectAreas.data_in_store``); ``None`` for a local workspace."""
+        return self.objects.data_in_store(self.data.physical_hash, self.data.size)
+
     @property
     def start(self) -> int:
         return self.data.offset_interval.start

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from odfproj.engine.exchange import EXCHANGE_CONF, EXCHANGE_FOLDER
 from odfproj.engine.s3a import IN_PLACE_CONF
 from odfproj.project.config import WORKSPACE_ENV
 from odfproj.remote.location import remote_cache_dir
-from odfproj.storage.object_store import TRANSFERS
+from odfproj.storage.object_store import TRANSFERS, open_store
 from tests import manifests
 from tests.cli_inprocess import cli_in
 from tests.run.test_run import DERIVATIVE, ROOT
@@ -177,3 +178,49 @@ def test_spark_reads_the_slices_in_the_store_itself(
         assert code == 0 and "3" in out, out
     finally:
         context_conf.remove(IN_PLACE_CONF)
+
+
+def test_executors_that_cannot_see_this_disk_get_every_file_through_the_store(
+    s3a, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bucket: str
+) -> None:
+    """On a master other than ``local`` a run hands its files over through the store (``engine.exchange``):
+    the roots' source files and a Snapshot's current rows go up for Spark to read, the slices and group
+    state Spark writes come down from it, and nothing Spark wrote is left there. (That no executor opens
+    a path of the driver is what tests/cluster checks, with workers that cannot see the driver's disk.)"""
+    first, _, run_in = _runners(s3a, tmp_path, monkeypatch, bucket)
+    (first / "datasets" / "stations.yaml").write_text(SNAPSHOT_ROOT)
+    (first / "data" / "stations").mkdir(parents=True)
+    (first / "data" / "stations" / "1.csv").write_text("id,city\n1,Oslo\n2,Lima\n")
+    grouped = manifests.derivative(
+        "stations.count",
+        ["stations"],
+        "SELECT city, count(*) AS n, max(event_time) AS event_time FROM stations GROUP BY city",
+    )
+    (first / "datasets" / "stations.count.yaml").write_text(grouped)
+    context_conf = s3a.sparkContext._jsc.sc().conf()
+    context_conf.set(IN_PLACE_CONF, "true")
+    context_conf.set(EXCHANGE_CONF, f"{bucket}/{EXCHANGE_FOLDER}")
+    try:
+        code, out = run_in(first, "run")
+        assert code == 0, out
+        (first / "data" / "trips" / "2.csv").write_text("id,city\n3,Pune\n")
+        (first / "data" / "stations" / "2.csv").write_text("id,city\n1,Bergen\n2,Lima\n3,Lima\n")
+        code, out = run_in(first, "run")
+        assert code == 0, out
+        code, out = run_in(first, "sql", "SELECT count(*) AS n FROM `trips.view`")
+        assert code == 0 and "3" in out, out
+        code, out = run_in(
+            first, "sql", "SELECT city, n FROM `stations.count` ORDER BY city", "--format", "csv"
+        )
+        assert code == 0, out
+        assert out.split() == ['"city","n"', '"Bergen",1', '"Lima",2'], out
+    finally:
+        context_conf.remove(IN_PLACE_CONF)
+        context_conf.remove(EXCHANGE_CONF)
+    cache = remote_cache_dir(first, bucket) / "datasets"
+    assert any((cache / "stations.count" / "info" / "group-state").glob("v-*/part-*.parquet"))  # taken
+    handed = [key.split("/", 2)[2] for key in open_store(bucket).list(EXCHANGE_FOLDER)]
+    assert any(key.endswith("data/trips/2.csv") for key in handed), handed  # given to Spark
+    assert any("/state-" in key for key in handed), handed  # the Snapshot's current rows, given to Spark
+    assert not any("/slices-" in key for key in handed), handed  # every slice Spark wrote was taken
+    assert not any("/datasets/" in key and "/data/" in key for key in handed), handed  # read in the store

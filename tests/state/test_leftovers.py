@@ -148,9 +148,11 @@ def test_a_join_index_save_removes_unlisted_runs_keys_and_temporaries(tmp_path: 
 
 
 class _Frame:
-    """Just what ``save_group_state`` asks of a DataFrame: ``coalesce(1).write.parquet(path)``."""
+    """Just what ``save_group_state`` asks of a DataFrame: ``coalesce(1).write.parquet(path)``, and a
+    session without an exchange setting (the hand-over stays on this disk)."""
 
     write = property(lambda self: self)
+    sparkSession = None
 
     def coalesce(self, _n: int) -> _Frame:
         return self
