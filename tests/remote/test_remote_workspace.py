@@ -63,6 +63,31 @@ def test_checkout_commit_and_data_on_demand(tmp_path: Path, remote: ObjectStore)
     assert verify_dataset(first.open("trips"), integrity=True) == []  # fetches the new slice
 
 
+def test_a_reader_on_another_host_opens_every_slice_in_the_store(tmp_path: Path, remote: ObjectStore) -> None:
+    """``SliceFile.stored_uri``: a slice the store holds is named there and fetched by nobody; one this
+    machine wrote and has not committed yet is sent to its place first (checked), so executors that
+    cannot see this disk read it in the store, and the commit then finds it sent."""
+    first = make_workspace(tmp_path / "runner1", slices=1)
+    commit(remote, first)
+    cache = Workspace(tmp_path / "runner2")
+    checkout(remote, cache)
+    trips = cache.open("trips")
+    add_slices(trips, tmp_path / "new", 1)  # committed in the cache only
+    old, new = sorted(data_slices(trips), key=lambda s: s.sequence_number)
+    key = f"datasets/trips/data/{new.data.physical_hash.to_multibase()}"
+    assert not remote.exists(key)
+    assert old.stored_uri() == remote.spark_uri(
+        f"datasets/trips/data/{old.data.physical_hash.to_multibase()}"
+    )
+    assert not any((trips.path / "data").glob(old.data.physical_hash.to_multibase()))  # nothing fetched
+    assert new.stored_uri() == remote.spark_uri(key)
+    assert remote.get(key) == (trips.path / "data" / new.data.physical_hash.to_multibase()).read_bytes()
+    [pushed] = commit(remote, cache)
+    assert pushed.state is SyncState.UPDATED
+    local = make_workspace(tmp_path / "local", slices=1)
+    assert data_slices(local.open("trips"))[0].stored_uri() is None  # a local workspace has no store
+
+
 def test_a_damaged_object_in_the_store_is_refused_when_fetched(tmp_path: Path, bucket: str) -> None:
     """An object is checked against its hash before the cache gives it its name: a flipped byte in the
     store is one line naming the store and the object, and the cache keeps no copy of it."""
