@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,19 @@ def s3a_jars_cached() -> bool:
     return True
 
 
+def s3a_jars_or_skip() -> None:
+    """Skip a test that needs the S3A connector's jars when they cannot be had (no network, no Java);
+    on CI, where ``./dev test`` fetched them before the tests, fail instead."""
+    from odfproj.engine.packages import PackageUnavailableError, package, resolved_jars
+
+    try:
+        resolved_jars(package("s3a"))
+    except PackageUnavailableError as e:
+        if CI_RUNNER:
+            pytest.fail(f"{e} (on CI, ./dev test fetches them before the tests run)")
+        pytest.skip(f"no S3A connector to test: {e}")
+
+
 @pytest.fixture(scope="session")
 def spark():
     """The one SparkSession of the test process (local[2], UI off, 2 shuffle partitions); mark tests
@@ -69,3 +83,20 @@ def engine(spark):
     engine = SparkEngine(SparkSessionHolder(_test_spark_settings()))
     assert engine.session is spark  # never stop this holder: the session belongs to the `spark` fixture
     return engine
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """The URL of a moto S3 server on 127.0.0.1, started once for the session and stopped at its end
+    (tests/remote, and tests/cluster, whose workers share nothing but it).
+
+    moto honours S3's conditional writes (If-None-Match: * and If-Match: ETag answer 412 when they
+    fail), which is what refs/head's compare-and-swap relies on.
+    """
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()

@@ -379,14 +379,23 @@ def _connect_session_class() -> Any:
     return RemoteSparkSession
 
 
+#: The prefix of odfproj's own marks on a session (``engine.s3a.IN_PLACE_CONF``, ``engine.exchange.
+#: EXCHANGE_CONF``): settings odfproj reads back, never Spark, which a project cannot set.
+OWN_CONF_PREFIX = "spark.odfproj."
+
+
 def apply_sql_conf(session: SparkSession, conf: Mapping[str, str]) -> None:
-    """Set the session-level SQL settings of ``conf`` on ``session``; the others belong to its JVM.
+    """Set the session-level SQL settings of ``conf``, and odfproj's own marks, on ``session``; the others
+    belong to its JVM.
 
     A Connect session starts from its server's defaults, and so does each of its child sessions,
-    which is why query scopes call this as well.
+    which is why query scopes call this as well. Spark registers no ``spark.odfproj.*`` key, so it
+    calls them unmodifiable; they are set all the same (any unregistered key may be).
     """
     for key, value in conf.items():
-        if key.startswith("spark.sql.") and session.conf.isModifiable(key):
+        if key.startswith(OWN_CONF_PREFIX) or (
+            key.startswith("spark.sql.") and session.conf.isModifiable(key)
+        ):
             session.conf.set(key, value)
 
 

@@ -8,29 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from odfproj.engine.packages import PackageUnavailableError, package, resolved_jars
 from odfproj.engine.s3a import environment_conf
 from odfproj.odf import model
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.workspace import Workspace
-from tests.conftest import CI_RUNNER
+from tests.conftest import s3a_jars_or_skip
 from tests.storage.helpers.chains import Writer, set_schema
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    """The URL of a moto S3 server, started once for the session and stopped at its end.
-
-    moto honours S3's conditional writes (If-None-Match: * and If-Match: ETag answer 412 when they
-    fail), which is what refs/head's compare-and-swap relies on.
-    """
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
 
 
 @pytest.fixture
@@ -83,12 +66,7 @@ SECRET_KEY = "moto-secret-never-shown"
 
 
 def _connector_or_skip(spark) -> None:
-    try:
-        resolved_jars(package("s3a"))
-    except PackageUnavailableError as e:
-        if CI_RUNNER:
-            pytest.fail(f"{e} (on CI, ./dev test fetches them before the tests run)")
-        pytest.skip(f"no S3A connector to test: {e}")
+    s3a_jars_or_skip()
     if "hadoop-aws" not in spark.sparkContext.getConf().get("spark.jars", ""):
         pytest.skip("the shared Spark session started before the S3A jars were cached: run the tests again")
 
