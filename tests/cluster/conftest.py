@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import store_env
+
 #: How long a master, worker or Connect server may take to come up on a loaded machine.
 START_TIMEOUT_S = 180.0
 
@@ -339,14 +341,7 @@ def store_only(tmp_path_factory, s3_endpoint: str) -> Iterator[StoreOnly]:
     holds the driver's projects, caches and temporary files: the only storage they share with it is
     the S3 server. The workers get the store's credentials in their environment, as an instance role
     would give them; the driver gets them the same way."""
-    aws = {
-        "AWS_ENDPOINT_URL": s3_endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-1",
-        "AWS_CONFIG_FILE": "/nonexistent",
-        "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
-    }
+    aws = store_env(s3_endpoint)
     driver = tmp_path_factory.mktemp("driver")
     with standalone_cluster(tmp_path_factory.mktemp("store-only"), hide=driver, env=aws) as cluster:
         yield StoreOnly(cluster, driver, aws)

@@ -12,21 +12,14 @@ from odfproj.engine.s3a import environment_conf
 from odfproj.odf import model
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.workspace import Workspace
-from tests.conftest import s3a_jars_or_skip
+from tests.conftest import s3a_jars_or_skip, store_env
 from tests.storage.helpers.chains import Writer, set_schema
 
 
 @pytest.fixture
 def s3_env(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """The standard AWS variables pointing at the test server, set for this test (and its children)."""
-    env = {
-        "AWS_ENDPOINT_URL": s3_endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-1",
-        "AWS_CONFIG_FILE": "/nonexistent",
-        "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
-    }
+    env = store_env(s3_endpoint)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
