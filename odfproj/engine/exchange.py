@@ -30,7 +30,7 @@ from urllib.parse import unquote, urlsplit
 from odfproj.storage.object_copy import write_stream
 from odfproj.storage.object_store import ObjectStore, open_store
 
-__all__ = ["EXCHANGE_CONF", "EXCHANGE_FOLDER", "Exchange", "exchange_of", "local_of_any"]
+__all__ = ["EXCHANGE_CONF", "EXCHANGE_FOLDER", "Exchange", "driver_spelling", "exchange_of", "local_of_any"]
 
 #: The session setting naming the store a run's hand-overs go through (``s3://BUCKET/PREFIX/.exchange``);
 #: unset: the driver's disk. Under ``spark.odfproj.``, which a project's ``spark_conf`` may not set.
@@ -161,6 +161,16 @@ def local_of_any(uri: str) -> str | None:
         if found is not None:
             return found
     return None
+
+
+def driver_spelling(text: str) -> str:
+    """``text`` (a message of Spark's) with every file of an exchange this process opened named by the
+    driver's path it is a copy of, so a message about a handed-over file names the file the user knows."""
+    for exchange in list(_OPENED.values()):
+        if exchange.store is not None:
+            root = exchange._uri("").rstrip("/") + "/"
+            text = text.replace(root, "/")
+    return text
 
 
 def _clear_quietly(exchange: Exchange) -> None:

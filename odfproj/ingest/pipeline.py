@@ -67,6 +67,7 @@ import pyarrow as pa
 
 from odfproj.engine.columns import cast, column
 from odfproj.engine.driver_slices import collect_small, driver_codec, driver_writable, write_driver_slice
+from odfproj.engine.exchange import driver_spelling
 from odfproj.engine.slices import Numbered, WrittenSlice, nullable, number_rows, write_slices
 from odfproj.engine.spark import SMALL_WORK_RECORDS, SparkEngine, describe_spark_error, is_spark_error
 from odfproj.engine.types import arrow_schema_from_spark, spark_type_from_arrow
@@ -861,7 +862,7 @@ def errors_named(where: str, paths: Mapping[str, str]) -> Iterator[None]:
     try:
         yield
     except OdfprojError as e:
-        message = str(e)
+        message = driver_spelling(str(e))  # a file handed to executors through the store, by its path
         for path, display in paths.items():
             if path != display:
                 message = message.replace(path, display)
@@ -872,7 +873,7 @@ def errors_named(where: str, paths: Mapping[str, str]) -> Iterator[None]:
         if not is_spark_error(e):
             raise
         failure = describe_spark_error(e)
-        message = failure.message
+        message = driver_spelling(failure.message)
         for path, display in paths.items():
             message = message.replace(path, display)
         if failure.file is not None or any(mark in message for mark in _PARSE_FAILURES):

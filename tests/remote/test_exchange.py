@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from odfproj.engine.exchange import EXCHANGE_CONF, EXCHANGE_FOLDER, Exchange, exchange_of, local_of_any
+from odfproj.engine.exchange import (
+    EXCHANGE_CONF,
+    EXCHANGE_FOLDER,
+    Exchange,
+    driver_spelling,
+    exchange_of,
+    local_of_any,
+)
 from odfproj.storage.object_store import TRANSFERS, FolderStore, ObjectStore, open_store
 
 
@@ -110,3 +117,15 @@ def test_a_session_names_its_exchange_and_every_process_has_its_own_prefix(tmp_p
     assert local_of_any(f"file:{uri}") == str(given)
     exchange.clear()
     assert exchange.store.list() == []
+
+
+def test_a_message_about_a_handed_over_file_names_the_drivers_file(tmp_path: Path) -> None:
+    url = f"file://{tmp_path / 'ws2'}/{EXCHANGE_FOLDER}"
+    exchange = exchange_of(_Session(**{EXCHANGE_CONF: url}))
+    given = tmp_path / "data" / "rows.csv"
+    given.parent.mkdir()
+    given.write_text("id\nx\n")
+    uri = exchange.reads_at(given)
+    message = f"cannot read {uri}: Malformed CSV record"
+    assert driver_spelling(message) == f"cannot read {given}: Malformed CSV record"
+    assert driver_spelling("cannot read s3a://other/x.csv") == "cannot read s3a://other/x.csv"
