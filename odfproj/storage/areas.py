@@ -76,7 +76,7 @@ class ObjectAreas:
 
     def data_in_store(self, physical_hash: Multihash, size: int | None) -> str | None:
         """The origin's own spelling of the data file (``s3a://...``), for a reader on another host; ``None``
-        without an origin (or one no reader opens, such as an http store).
+        without an origin (or one Spark does not open, such as an http store).
 
         A file only this machine holds (written by this run, its commit to the store still to come) is
         sent to its place in the store first, checked against its hash as it goes: objects go before
@@ -87,11 +87,11 @@ class ObjectAreas:
         key = f"data/{physical_hash.to_multibase()}"
         store = self.origin.store
         uri = store.spark_uri(key)
-        if uri is None or store.read_only or store.exists(key):
-            return uri if uri is not None and not store.read_only else None
-        held = self.data_held(physical_hash)
-        if held is None:
+        if uri is None:
             return None
+        held = self.data_held(physical_hash)
+        if held is None or store.exists(key):  # not here: the store has it (no request asks)
+            return uri
         copy_object(
             FolderStore(held.parent.parent), store, "data", physical_hash, size or held.stat().st_size
         )
