@@ -173,17 +173,9 @@ def store_bytes(prefix: str) -> tuple[int, int]:
     return total, count
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--roots", type=int, default=4)
-    parser.add_argument("--rows", type=int, default=4_000_000, help="rows of each root's first file")
-    parser.add_argument("--new-rows", type=int, default=1000, help="rows of each root's new file")
-    parser.add_argument("--work", type=Path, default=None)
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
-    if args.quick:
-        args.roots, args.rows = 2, 20_000
-
+def start_store() -> tuple[object, dict[str, str]]:
+    """moto's S3 server on 127.0.0.1 in this process, with the bucket ``bench``; the server and the AWS
+    variables that point at it (also set in this process's environment)."""
     import logging
 
     from moto.server import ThreadedMotoServer
@@ -205,6 +197,21 @@ def main() -> int:
     import boto3
 
     boto3.client("s3").create_bucket(Bucket=BUCKET)
+    return server, aws
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--roots", type=int, default=4)
+    parser.add_argument("--rows", type=int, default=4_000_000, help="rows of each root's first file")
+    parser.add_argument("--new-rows", type=int, default=1000, help="rows of each root's new file")
+    parser.add_argument("--work", type=Path, default=None)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    if args.quick:
+        args.roots, args.rows = 2, 20_000
+
+    server, aws = start_store()
     env = {**os.environ, **aws, "ODFPROJ_WORKSPACE": URL, "ODFPROJ_WARM_ENGINE": "off"}
     work = Path(tempfile.mkdtemp(prefix="bench-remote-", dir=args.work))
     try:

@@ -1,0 +1,128 @@
+"""Benchmark: a big CSV ingested into a remote workspace on S3, against plain Spark writing it to the store.
+
+Issue 33, point 6: "ingest of 20M rows into the store against plain Spark reading the CSV and writing Parquet to
+the same store (target <= 1.2x)". Starts moto's S3 server on 127.0.0.1 (in this process, as
+``bench_remote.py`` does), writes the CSV of ``bench_scale.py`` (``--rows``, id BIGINT, name STRING, value
+DOUBLE, city STRING), and runs A/B pairs, each side a process of its own timed from its start to its exit
+(JVM start, and for odfproj the checkout, lock and commit, included):
+
+* **plain**: a session with exactly the settings ``odfproj run`` gives this project (``project.config.
+  spark_settings``: local[2], the S3A connector and S3 settings of a workspace on S3), then
+  ``spark.read.csv(file, header=True, schema=...).write.parquet("s3a://bench/plain-N")``;
+* **odfproj**: ``odfproj --verbose run`` of a project with one root reading that file (``--merge``: Append,
+  Ledger or Snapshot on ``id``), its workspace ``s3://bench/ws-N``, no warm engine.
+
+The pairs alternate (A, B, A, B...) and the ratio is taken within each pair, with the load average at its
+start. odfproj's peak RSS is its Python process's (VmHWM); the JVM is a process of its own.
+
+    .venv/bin/python bench/bench_remote_ingest.py [--rows 20000000] [--merge Append] [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository, for tests.manifests
+from bench.bench_remote import BUCKET, run, start_store
+from bench.bench_scale import SCHEMA, generate
+from tests import manifests
+
+#: The plain side: the session ``odfproj run`` would make for the project, then one read and one write.
+_PLAIN = """
+import sys, time
+from pathlib import Path
+from odfproj.engine.session import SparkSessionHolder
+from odfproj.project.config import load_project, spark_settings
+project, target = Path(sys.argv[1]), sys.argv[2]
+holder = SparkSessionHolder(spark_settings(load_project(project), None))
+spark = holder.get()
+spark.read.csv(str(project / "data" / "rows.csv"), header=True, schema=sys.argv[3]).write.parquet(target)
+holder.stop()
+"""
+
+
+def project_at(folder: Path, csv: Path, merge: str) -> Path:
+    (folder / "datasets").mkdir(parents=True)
+    (folder / "data").mkdir()
+    os.link(csv, folder / "data" / "rows.csv")  # the same file, not a copy
+    (folder / "odfproj.yaml").write_text("name: bench-remote-ingest\n")
+    strategy = {"kind": merge, **({"primaryKey": ("id",)} if merge != "Append" else {})}
+    root = manifests.root("bench.rows", path="data/rows.csv", schema=list(SCHEMA), merge=strategy)
+    (folder / "datasets" / "bench.rows.yaml").write_text(root)
+    return folder
+
+
+def plain(project: Path, env: dict[str, str], target: str) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", _PLAIN, str(project), target, ", ".join(SCHEMA)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        sys.exit(f"plain Spark failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=20_000_000)
+    parser.add_argument("--merge", choices=("Append", "Ledger", "Snapshot"), default="Append")
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--work", type=Path, default=None)
+    args = parser.parse_args()
+
+    server, aws = start_store()
+    work = Path(tempfile.mkdtemp(prefix="bench-remote-ingest-", dir=args.work))
+    try:
+        csv = work / "rows.csv"
+        generate(csv, args.rows)
+        rows = []
+        for i in range(args.repeat):
+            project = project_at(work / f"project-{i}", csv, args.merge)
+            env = {
+                **os.environ,
+                **aws,
+                "ODFPROJ_WORKSPACE": f"s3://{BUCKET}/ws-{i}",
+                "ODFPROJ_WARM_ENGINE": "off",
+            }
+            load = os.getloadavg()[0]
+            a = plain(project, env, f"s3a://{BUCKET}/plain-{i}")
+            b = run(project, env, f"odfproj run {i}")
+            rows.append((load, a, b))
+            shutil.rmtree(project / ".odf", ignore_errors=True)
+        load = os.getloadavg()
+        print(
+            f"# bench_remote_ingest {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
+            f"{os.cpu_count()} cores, load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+        )
+        size = csv.stat().st_size / 2**20
+        print(f"# {args.rows:,} rows ({size:.0f} MiB of CSV), {args.merge} root, workspace on moto S3")
+        print(
+            "| pair | load (1 min) | plain Spark to S3 | odfproj run | ratio | odfproj written | driver peak RSS |"
+        )
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for i, (load_1, a, b) in enumerate(rows):
+            print(
+                f"| {i + 1} | {load_1:.2f} | {a:.1f} s | {b['seconds']:.1f} s | {b['seconds'] / a:.2f} "
+                f"| {b['written']} | {b['peak_mb']:.0f} MB |"
+            )
+    finally:
+        server.stop()  # type: ignore[attr-defined]
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
