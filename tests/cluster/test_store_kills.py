@@ -89,8 +89,9 @@ def _odfproj(project: Path, env: dict[str, str], *args: str) -> subprocess.Compl
     )
 
 
-def _killed_run(project: Path, env: dict[str, str], after: float) -> bool:
-    """Run the project, SIGKILL it ``after`` seconds; whether it was still running (else it finished)."""
+def _killed_run(project: Path, env: dict[str, str], after: float) -> int | None:
+    """Run the project and SIGKILL it ``after`` seconds; ``None`` if it was killed, else its exit code (it
+    finished first)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "tests.cluster.run_example", str(project)],
         cwd=REPO_DIR,
@@ -100,12 +101,11 @@ def _killed_run(project: Path, env: dict[str, str], after: float) -> bool:
         start_new_session=True,
     )
     try:
-        process.wait(timeout=after)
-        return False
+        return process.wait(timeout=after)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-        return True
+        return None
 
 
 def test_sigkills_during_runs_into_the_store_leave_it_valid_and_a_rerun_matches(
@@ -125,11 +125,15 @@ def test_sigkills_during_runs_into_the_store_leave_it_valid_and_a_rerun_matches(
     rng = random.Random(int(os.environ.get("ODFPROJ_KILL_SEED", "33")))
     project = _project(store_only.driver / "killed", master)
     bucket = store_only.new_bucket()
-    kills = 0
+    kills = attempts = 0
     while kills < KILLS:
+        attempts += 1
+        assert attempts <= 3 * KILLS, f"only {kills} of {attempts} runs were still working when killed"
         env = store_only.driver_env(bucket)
-        if not _killed_run(project, env, rng.uniform(EARLIEST, LATEST) * seconds):
+        finished = _killed_run(project, env, rng.uniform(EARLIEST, LATEST) * seconds)
+        if finished is not None:
             # It finished before its kill: everything is committed. Start again on an empty store.
+            assert finished == 0, f"a run after {kills} kill(s) failed (exit {finished})"
             bucket = store_only.new_bucket()
             shutil.rmtree(project / ".odf", ignore_errors=True)
             continue
