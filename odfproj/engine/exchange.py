@@ -14,7 +14,8 @@ code serves both.
 The key of a local path in the store is the token and the path itself (``.exchange/<token>/tmp/x.csv``),
 so a file name Spark reports (``input_file_name()``) maps back to the driver's file
 (:meth:`Exchange.local_of`). Every key under the token is removed when the process ends; one killed
-midway leaves a prefix that ``.exchange`` garbage collection may remove (nothing reads it again).
+midway leaves its token's keys, which nothing reads again (docs/guide/cluster.md says how to remove
+them).
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ class Exchange:
             raise ValueError(f"{self.store}: Spark cannot open objects of this store")
         return uri
 
+    def _root(self) -> str:
+        """The spelling Spark gets of this exchange's files up to the driver's path (ends with ``/``)."""
+        return self._uri("").rstrip("/") + "/"
+
     def reads_at(self, local: Path) -> str:
         """Where Spark opens the driver's file or folder ``local``: the path, or its copy in the store (put
         now: a folder's files keep their relative paths, hidden ones such as Spark's ``.crc`` left out)."""
@@ -103,7 +108,7 @@ class Exchange:
         if self.store is None:
             return
         key = self._key(local)
-        found = [k for k in self.store.list(key + "/")]
+        found = self.store.list(key + "/")
         if self.store.exists(key):
             found.append(key)
         for each in found:
@@ -115,7 +120,7 @@ class Exchange:
         the URI is not one of this exchange's."""
         if self.store is None:
             return None
-        root = unquote(self._uri("")).rstrip("/") + "/"
+        root = unquote(self._root())
         text = unquote(uri)
         if text.startswith("file:") and not root.startswith("file:"):
             text = urlsplit(text).path  # a folder store's files, as Spark names them
@@ -168,8 +173,7 @@ def driver_spelling(text: str) -> str:
     driver's path it is a copy of, so a message about a handed-over file names the file the user knows."""
     for exchange in list(_OPENED.values()):
         if exchange.store is not None:
-            root = exchange._uri("").rstrip("/") + "/"
-            text = text.replace(root, "/")
+            text = text.replace(exchange._root(), "/")
     return text
 
 

@@ -120,9 +120,9 @@ def with_data_at(
     :func:`odfproj_brings_connector`) and S3A's settings from the environment (:func:`environment_conf`),
     under the target's own ``spark_conf``, which wins, and marked as reading the store in place
     (:func:`reads_in_place`); on a master other than ``local`` (executors on other hosts), with its
-    hand-overs between driver and tasks through the store (``engine.exchange``). When odfproj would bring the connector but its jars are not cached (a
-    machine ``./dev`` never set up), ``settings`` unchanged: the remote workspace's cache then fetches
-    what Spark reads, which is slower but works. A ``file://`` store (a shared mount) gets the
+    hand-overs between driver and tasks through the store (``engine.exchange``). When odfproj would
+    bring the connector but its jars are not cached (a machine ``./dev`` never set up), ``settings``
+    unchanged: the remote workspace's cache then fetches what Spark reads, which is slower but works. A ``file://`` store (a shared mount) gets the
     hand-overs only. Anywhere else: ``settings`` unchanged, so a session of a local workspace never
     pays for the connector.
     """
