@@ -56,13 +56,6 @@ def ingest(
     holder = session_holder(spark_settings(config, target, verbose=state.verbose), state.warm)
     work = Path(tempfile.mkdtemp(prefix="odfproj-push-"))
     try:
-        if config is not None and workspace is None:
-            applied = apply_pending(
-                config, dataset, PlanRequest(target=target), query_checker=query_checker(SparkEngine(holder))
-            )
-            if applied is not None:
-                typer.echo(f"{dataset}: applied its pending definition ({len(applied.steps)} step(s))")
-        handle = opened.open(dataset)
         paths: list[Path] = []  # Ctrl-C: the push is one atomic commit, made entirely or not at all
         names: list[str] = []
         for item in files:
@@ -75,6 +68,15 @@ def ingest(
             else:
                 paths.append(Path(item).absolute())  # the JVM may not share our working folder
                 names.append(item)
+        # Large files start the JVM with the JIT for long work (engine.session).
+        holder.size_work_by(lambda: sum(p.stat().st_size for p in paths if p.is_file()))
+        if config is not None and workspace is None:
+            applied = apply_pending(
+                config, dataset, PlanRequest(target=target), query_checker=query_checker(SparkEngine(holder))
+            )
+            if applied is not None:
+                typer.echo(f"{dataset}: applied its pending definition ({len(applied.steps)} step(s))")
+        handle = opened.open(dataset)
         with stopped_after(holder):
             result = ingest_push(
                 handle, SparkEngine(holder), paths, source_name=source, display_names=names, work_dir=work

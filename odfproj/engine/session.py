@@ -21,7 +21,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from types import FrameType, MappingProxyType
 from typing import IO, TYPE_CHECKING, Any
 
@@ -67,8 +67,8 @@ BASE_CONF: Mapping[str, str] = MappingProxyType(
 #: 27 % more CPU-hungry, these thresholds cost that job nothing (bench/README.md, "Fixed costs of a
 #: run"): a ``local`` driver runs the executors' tasks too, and large local jobs must not pay for small
 #: ones. Executors of a cluster have JVMs of their own and keep the default. These are the options of a
-#: driver that lives long (the warm engine's server); a command's own driver takes
-#: :data:`SHORT_LIVED_JIT_OPTIONS`.
+#: driver that lives long (the warm engine's server) or is started for large work; a command's own driver
+#: otherwise takes :data:`SHORT_LIVED_JIT_OPTIONS`.
 DRIVER_JIT_OPTIONS = (
     "-XX:Tier4InvocationThreshold=50000",
     "-XX:Tier4MinInvocationThreshold=6000",
@@ -76,22 +76,30 @@ DRIVER_JIT_OPTIONS = (
     "-XX:Tier4BackEdgeThreshold=400000",
 )
 
-#: A command's own driver (no warm engine: CI, ``--cold``) compiles with C1 only. It lives for one
-#: command, and a cold JIT compiles Spark's analyser, planner and scheduler while the command waits:
-#: on bench_dag's 50-dataset cold first run, C2 and tiered C1 took 20 of 65 s of CPU, and C1 only
-#: (whose code also runs without the profiling of tiered C1) took 22 % off the run's CPU (bench/README.md,
-#: "Cold runs"). A cold command with a large local job pays for it (27 % more CPU on a 10M-row job,
-#: "Fixed costs of a run"): ``ODFPROJ_DRIVER_JIT=tiered`` gives it the long-lived driver's options.
+#: A command's own driver (no warm engine: CI, ``--cold``) compiles with C1 only, unless the command
+#: starts it for large work (:data:`LARGE_WORK_BYTES`). It lives for one command, and a cold JIT compiles
+#: Spark's analyser, planner and scheduler while the command waits: on bench_dag's 50-dataset cold first
+#: run, C2 and tiered C1 took 20 of 65 s of CPU, and C1 only (whose code also runs without the profiling
+#: of tiered C1) took 22 % off the run's CPU (bench/README.md, "Cold runs").
 SHORT_LIVED_JIT_OPTIONS = ("-XX:TieredStopAtLevel=1",)
 
-#: ``tiered`` or ``c1``: the JIT of every driver this process starts, whatever its lifetime.
+#: The input (bytes of files to read) from which a command's own ``local`` driver compiles as the
+#: long-lived one does. Its tasks run in the driver's JVM, and C1's code is slow on rows: plain
+#: CSV-to-Parquet of 20M rows (783 MB) took 45-50 s with C1 only against 15-20 s with
+#: :data:`DRIVER_JIT_OPTIONS`, an Append ingest of them 83 s against 25 s (bench/README.md, "The JIT of a
+#: cold command"), while C1 saves a cold run of small datasets about 10 s of CPU: the break-even is near
+#: 150 MB of CSV.
+LARGE_WORK_BYTES = 128 * 1024 * 1024
+
+#: ``tiered`` or ``c1``: the JIT of every driver this process starts, whatever its lifetime and work.
 DRIVER_JIT_ENV = "ODFPROJ_DRIVER_JIT"
 
 
-def driver_jit_options(long_lived: bool) -> tuple[str, ...]:
-    """The driver JVM's JIT options: :data:`DRIVER_JIT_OPTIONS` if it lives long, else C1 only."""
+def driver_jit_options(long_lived: bool, large_work: bool = False) -> tuple[str, ...]:
+    """The driver JVM's JIT options: :data:`DRIVER_JIT_OPTIONS` if it lives long or was started for large
+    work, else C1 only; :data:`DRIVER_JIT_ENV` overrides both."""
     chosen = os.environ.get(DRIVER_JIT_ENV, "").strip().lower()
-    if chosen == "tiered" or (long_lived and chosen != "c1"):
+    if chosen == "tiered" or ((long_lived or large_work) and chosen != "c1"):
         return DRIVER_JIT_OPTIONS
     return SHORT_LIVED_JIT_OPTIONS
 
@@ -178,6 +186,9 @@ class SparkSettings:
     #: The driver lives for many commands (the warm engine's server): the JIT for long runs, and no
     #: class-data archive written at its exit (``engine.class_data``; one made by a command is used).
     long_lived: bool = False
+    #: The command starts this driver for work of :data:`LARGE_WORK_BYTES` or more
+    #: (:meth:`SparkSessionHolder.size_work_by`): the long-lived driver's JIT.
+    large_work: bool = False
 
     def __repr__(self) -> str:
         """A dataclass's repr, with the conf as it may be shown: a credential's value never is."""
@@ -203,7 +214,7 @@ class SparkSettings:
             merged.update(LOCAL_DRIVER_CONF)
             merged.update(LOCAL_TUNING_CONF)
         merged["spark.driver.extraJavaOptions"] = " ".join(
-            (_log_options(), *driver_jit_options(self.long_lived))
+            (_log_options(), *driver_jit_options(self.long_lived, self.large_work))
         )
         # odfproj makes no tables; without this Spark leaves an empty spark-warehouse/ in the user's cwd.
         merged["spark.sql.warehouse.dir"] = os.path.join(tempfile.gettempdir(), "odfproj-spark-warehouse")
@@ -667,14 +678,35 @@ class SparkSessionHolder:
         self.settings = settings
         self._session: SparkSession | None = session
         self._lock = threading.Lock()
+        self._work_bytes: Callable[[], int] | None = None
 
     @property
     def created(self) -> bool:
         return self._session is not None
 
+    def size_work_by(self, work_bytes: Callable[[], int]) -> None:
+        """How to tell, when the JVM starts, how many bytes of input the command will give it to read.
+
+        Asked once, at the start, and only for a driver of this command's own on a ``local`` master
+        (whose JIT the tasks run on): from :data:`LARGE_WORK_BYTES` on it gets the long-lived driver's
+        JIT (:func:`driver_jit_options`). Asking at the start rather than now lets a run that never
+        needs Spark skip the estimate, and lets the estimate see the files as the first step finds them.
+        """
+        self._work_bytes = work_bytes
+
+    def settings_to_start(self) -> SparkSettings:
+        """The settings the JVM starts with: :attr:`settings`, sized by :meth:`size_work_by`'s estimate."""
+        settings = self.settings
+        if self._work_bytes is None or not settings.is_local or settings.long_lived or settings.large_work:
+            return settings
+        if self._work_bytes() < LARGE_WORK_BYTES:
+            return settings
+        return replace(settings, large_work=True)
+
     def get(self) -> SparkSession:
         with self._lock:
             if self._session is None:
+                self.settings = self.settings_to_start()
                 self._session = create_spark_session(self.settings)
             return self._session
 

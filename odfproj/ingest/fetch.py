@@ -236,17 +236,59 @@ def nothing_new(
     """
     if _fetched_for_good(step, prev_state):
         return True
+    result = _local_listing(step, dataset, source, prev_state, project_root, environ, ingested)
+    return result is not None and not result.items and not result.warnings and not result.has_more
+
+
+def pending_bytes(
+    step: model.FetchStep,
+    *,
+    dataset: str,
+    source: str,
+    prev_state: model.SourceState | None,
+    project_root: Path,
+    environ: Mapping[str, str],
+    ingested: Collection[str] | None = None,
+) -> int:
+    """The bytes of the files :func:`fetch` would hand to the read, where a listing of this machine's
+    files tells (a ``FilesGlob``, a ``file://`` URL); 0 where it cannot (an HTTP resource, a container).
+
+    An estimate of the work ahead, for choosing how to start the engine (``run``), never a promise.
+    """
+    if _fetched_for_good(step, prev_state):
+        return 0
+    result = _local_listing(step, dataset, source, prev_state, project_root, environ, ingested)
+    if result is None:
+        return 0
+    total = 0
+    for item in result.items:
+        with contextlib.suppress(OSError):
+            total += item.path.stat().st_size
+    return total
+
+
+def _local_listing(
+    step: model.FetchStep,
+    dataset: str,
+    source: str,
+    prev_state: model.SourceState | None,
+    project_root: Path,
+    environ: Mapping[str, str],
+    ingested: Collection[str] | None,
+) -> FetchResult | None:
+    """What :func:`fetch` would return, when listing and stat'ing local files is enough to know it
+    (a ``FilesGlob``, a ``file://`` URL); None where only the fetch itself tells, or it would fail."""
     if isinstance(step, model.FetchStepFilesGlob) and ingested is None and prev_state is not None:
-        return False  # which files it would warn about is known only from the chain's ingested files
+        return None  # which files it would warn about is known only from the chain's ingested files
     try:
         if isinstance(step, model.FetchStepUrl):
             url = expand_env_templates(step.url, environ, where=source_label(dataset, source))
             if urlsplit(url).scheme.lower() != "file":
-                return False  # only its server knows
+                return None  # only its server knows
         elif not isinstance(step, model.FetchStepFilesGlob):
-            return False  # a container: only running it tells
+            return None  # a container: only running it tells
         # A FilesGlob or file:// fetch only lists and stats files; it writes nothing to its work folder.
-        result = fetch(
+        return fetch(
             step,
             dataset=dataset,
             source=source,
@@ -258,8 +300,7 @@ def nothing_new(
             ingested=ingested,
         )
     except OdfprojError:
-        return False
-    return not result.items and not result.warnings and not result.has_more
+        return None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from odfproj import __version__
-from odfproj.engine.session import SparkSessionHolder
+from odfproj.engine.session import LARGE_WORK_BYTES, SparkSessionHolder
 from odfproj.errors import OdfprojError
 from odfproj.odf.identity import DatasetId
 from odfproj.odf.timestamps import format_rfc3339
@@ -337,6 +337,15 @@ def run_project(
             full_refresh,
             _Chains.of(plan, snapshot, workspace.root),
         )
+
+        def work_bytes() -> int:
+            """Asked when the JVM starts: a run that reads large files gets the JIT for long work."""
+            found = runner.pending_ingest_bytes(steps.values())
+            if found >= LARGE_WORK_BYTES:
+                log.info("%d MiB or more of files to ingest: the JVM compiles for long work", found >> 20)
+            return found
+
+        holder.size_work_by(work_bytes)
 
         def work_on(name: str) -> DatasetRun:
             return _after_update(runner.run(steps[name]), suite.of(name), workspace, holder, report)
@@ -662,19 +671,46 @@ class _StepRunner:
         return DatasetRun(name, Work.TRANSFORM, Status.SUCCESS, **known)
 
     def _source_has_nothing_new(self, name: str, ingested: Collection[str] | None) -> bool:
-        from odfproj.ingest.fetch import POLLING_SOURCE_NAME, nothing_new
+        from odfproj.ingest.fetch import nothing_new
+
+        polling = self._polling(name, ingested)
+        return polling is not None and nothing_new(**polling)
+
+    def pending_ingest_bytes(self, steps: Iterable[DataStep]) -> int:
+        """The bytes of the local files the ``Ingest`` steps among ``steps`` would read now (files not
+        yet ingested; HTTP and container sources count nothing): the size of the work the engine is
+        started for (``SparkSessionHolder.size_work_by``). Stops counting once it is large."""
+        from odfproj.ingest.fetch import pending_bytes
+
+        total = 0
+        for step in steps:
+            if not isinstance(step, Ingest):
+                continue
+            view = self.chains.views.get(step.dataset.lower())
+            polling = self._polling(step.dataset, view.ingested_files if view is not None else None)
+            if polling is not None:
+                total += pending_bytes(**polling)
+            if total >= LARGE_WORK_BYTES:
+                break
+        return total
+
+    def _polling(self, name: str, ingested: Collection[str] | None) -> dict[str, Any] | None:
+        """The arguments of a listing of ``name``'s polling source (``ingest.fetch``); None without one."""
+        from odfproj.ingest.fetch import POLLING_SOURCE_NAME
 
         projection = self.workspace.open(name).projection()
         source = projection.set_polling_source
-        return source is not None and nothing_new(
-            source.fetch,
-            dataset=name,
-            source=POLLING_SOURCE_NAME,
-            prev_state=projection.source_states.get(POLLING_SOURCE_NAME),
-            project_root=self.project_root,
-            environ=self.environ,
-            ingested=ingested,
-        )
+        if source is None:
+            return None
+        return {
+            "step": source.fetch,
+            "dataset": name,
+            "source": POLLING_SOURCE_NAME,
+            "prev_state": projection.source_states.get(POLLING_SOURCE_NAME),
+            "project_root": self.project_root,
+            "environ": self.environ,
+            "ingested": ingested,
+        }
 
     def _execute(self, step: DataStep) -> DatasetRun:
         """The step by its executor (``ingest_polling``, ``update_derivative``), on an engine started

@@ -437,6 +437,9 @@ class CountingHolder:
         self.gets += 1
         return self._spark
 
+    def size_work_by(self, work_bytes) -> None:
+        """The shared session is started already: the size of the work changes nothing."""
+
     def stop(self) -> None:  # the shared session outlives every test
         pass
 
