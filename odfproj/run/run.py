@@ -286,6 +286,9 @@ def run_project(
         log.info(
             "odfproj %s: project %s, target %s", __version__, config.name, config.target(request.target).name
         )
+        # The plan's query checks may start the JVM before the plan says what the run reads: then the data
+        # the workspace holds sizes it (a run that changes queries over large data likely reads it).
+        holder.size_work_by(lambda: workspace.stored_data_bytes(LARGE_WORK_BYTES))
         # Planned under the lock, so no other apply or run can move a chain between plan and apply.
         # A run that may be handed off is planned without the engine's checks (they would start one).
         checks = checker if hand_off is None else None
@@ -339,10 +342,10 @@ def run_project(
         )
 
         def work_bytes() -> int:
-            """Asked when the JVM starts: a run that reads large files gets the JIT for long work."""
-            found = runner.pending_ingest_bytes(steps.values())
+            """Asked when a step starts the JVM: a run that reads large input gets the JIT for long work."""
+            found = runner.pending_input_bytes(steps.values())
             if found >= LARGE_WORK_BYTES:
-                log.info("%d MiB or more of files to ingest: the JVM compiles for long work", found >> 20)
+                log.info("%d MiB or more of input to read: the JVM compiles for long work", found >> 20)
             return found
 
         holder.size_work_by(work_bytes)
@@ -676,22 +679,42 @@ class _StepRunner:
         polling = self._polling(name, ingested)
         return polling is not None and nothing_new(**polling)
 
-    def pending_ingest_bytes(self, steps: Iterable[DataStep]) -> int:
-        """The bytes of the local files the ``Ingest`` steps among ``steps`` would read now (files not
-        yet ingested; HTTP and container sources count nothing): the size of the work the engine is
-        started for (``SparkSessionHolder.size_work_by``). Stops counting once it is large."""
-        from odfproj.ingest.fetch import pending_bytes
-
+    def pending_input_bytes(self, steps: Iterable[DataStep]) -> int:
+        """The bytes of input ``steps`` would read now: the local files an ``Ingest`` would ingest (HTTP
+        and container sources count nothing) and the data files a ``Transform``'s inputs added since it
+        last consumed them. The size of the work the engine is started for
+        (``SparkSessionHolder.size_work_by``); counting stops once it is large."""
         total = 0
         for step in steps:
-            if not isinstance(step, Ingest):
-                continue
-            view = self.chains.views.get(step.dataset.lower())
-            polling = self._polling(step.dataset, view.ingested_files if view is not None else None)
-            if polling is not None:
-                total += pending_bytes(**polling)
+            total += self._ingest_bytes(step) if isinstance(step, Ingest) else self._transform_bytes(step)
             if total >= LARGE_WORK_BYTES:
                 break
+        return total
+
+    def _ingest_bytes(self, step: Ingest) -> int:
+        from odfproj.ingest.fetch import pending_bytes
+
+        view = self.chains.views.get(step.dataset.lower())
+        polling = self._polling(step.dataset, view.ingested_files if view is not None else None)
+        return pending_bytes(**polling) if polling is not None else 0
+
+    def _transform_bytes(self, step: DataStep) -> int:
+        """What a derivative's inputs added since it consumed them (all of their data on its first run).
+        The roots ingesting in this run add theirs later: their files are counted as theirs."""
+        from odfproj.storage.projection import InputPosition
+        from odfproj.transform.inputs import resolve_inputs
+
+        projection = self.workspace.open(step.dataset).projection()
+        if projection.set_transform is None:
+            return 0
+        try:
+            inputs = resolve_inputs(self.workspace, step.dataset, projection.set_transform.inputs)
+        except OdfprojError:
+            return 0  # the update reports it
+        total = 0
+        for _, dataset_id, dataset in inputs:
+            consumed = projection.inputs.get(dataset_id, InputPosition()).new_block_hash
+            total += dataset.data_bytes_since(consumed.to_multibase() if consumed is not None else None)
         return total
 
     def _polling(self, name: str, ingested: Collection[str] | None) -> dict[str, Any] | None:

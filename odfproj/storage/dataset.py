@@ -271,19 +271,22 @@ class Dataset:
             return ()
         return tuple(layout.info_dir / name for layout in self.objects.read)
 
-    def data_bytes_since(self, head: str) -> int:
-        """The bytes of the data files the chain added after block ``head`` (multibase text): what a
-        reader of a derived record stamped there reads to catch it up (``storage.derived_sync``). A
+    def data_bytes_since(self, head: str | None) -> int:
+        """The bytes of the data files the chain added after block ``head`` (multibase text; ``None``:
+        every data file of the chain): what a reader of a derived record stamped there reads to catch it
+        up (``storage.derived_sync``), or a derivative that consumed its input up to there (``run``). A
         head that is not a block of the chain: unbounded."""
-        try:
-            known = Multihash.from_multibase(head)
-        except InvalidValueError:
-            return sys.maxsize
+        known = None
+        if head is not None:
+            try:
+                known = Multihash.from_multibase(head)
+            except InvalidValueError:
+                return sys.maxsize
         current = self.head()
         if current is None:
-            return sys.maxsize
+            return sys.maxsize if head is not None else 0
         newer, met = self.blocks_since(current, known)
-        if not met:
+        if head is not None and not met:
             return sys.maxsize
         return sum(
             block.event.new_data.size

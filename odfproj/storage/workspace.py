@@ -23,6 +23,7 @@ A workspace made by an odfproj older than the records has datasets and no record
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -332,6 +333,23 @@ class Workspace:
                     and os.path.isfile(os.path.join(entry.path, "refs", HEAD_REF))
                 ):
                     yield Path(entry.path)
+
+    def stored_data_bytes(self, limit: int) -> int:
+        """The bytes of the data files this machine holds for the workspace's datasets, counted until
+        ``limit`` is reached: a rough size of the data, from one ``scandir`` per dataset (no chain read)."""
+        total = 0
+        for folder in self._dataset_dirs():
+            try:
+                entries = os.scandir(folder / "data")
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            with entries:
+                for entry in entries:
+                    with contextlib.suppress(OSError):
+                        total += entry.stat().st_size if entry.is_file() else 0
+            if total >= limit:
+                break
+        return total
 
     def list_datasets(self) -> list[str]:
         """Dataset names as spelled on disk, sorted case-insensitively."""

@@ -29,7 +29,8 @@ from odfproj.plan.sources import PlanRequest
 from odfproj.project.config import load_project
 from odfproj.run import run as run_module
 from odfproj.run.run import run_project
-from tests.run.test_run import ROOT
+from tests.run.test_run import DERIVATIVE, ROOT
+from tests.spark_helpers import RecordingHolder
 
 
 class _NoJvm(SparkSessionHolder):
@@ -117,3 +118,32 @@ def test_a_run_starts_its_driver_by_the_files_its_roots_would_ingest(
     assert [s.large_work for s in holder.started] == [threshold <= size]
     log = next((project / ".odf").rglob("run-*.log")).read_text() if threshold <= size else ""
     assert ("compiles for long work" in log) is (threshold <= size)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("validate", [True, False], ids=["checks-start-the-jvm", "the-step-starts-it"])
+@pytest.mark.parametrize("large", [True, False])
+def test_a_new_derivative_counts_its_inputs_data(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, large: bool, validate: bool
+) -> None:
+    """A derivative added over data ingested before (a pull request adding a view) reads all of it.
+
+    Its query is checked while planning, which starts the JVM before the plan says what the run reads:
+    then the data the workspace holds sizes it; without the checks the derivative's step does.
+    """
+    project = _one_root(tmp_path / "project", 7_000)
+    assert run_project(load_project(project), PlanRequest(), holder=RecordingHolder(spark)).ok  # the root
+    (project / "datasets" / "big.view.yaml").write_text(DERIVATIVE.format(name="big.view", input="big"))
+    stored = sum(f.stat().st_size for f in (project / ".odf" / "datasets" / "big" / "data").iterdir())
+    assert stored > 0
+    threshold = stored if large else stored + 1
+    monkeypatch.setattr(session_module, "LARGE_WORK_BYTES", threshold)
+    monkeypatch.setattr(run_module, "LARGE_WORK_BYTES", threshold)
+    holder = _NoJvm()
+    if validate:
+        with pytest.raises(EngineError, match="no JVM in this test"):
+            run_project(load_project(project), PlanRequest(), holder=holder)
+    else:
+        result = run_project(load_project(project), PlanRequest(), holder=holder, validate_queries=False)
+        assert [r.dataset for r in result.failed] == ["big.view"]  # the root had nothing new: no JVM
+    assert [s.large_work for s in holder.started] == [large]
