@@ -7,7 +7,8 @@ DOUBLE, city STRING), and runs A/B pairs, each side a process of its own timed f
 (JVM start, and for odfproj the checkout, lock and commit, included):
 
 * **plain**: a session with exactly the settings ``odfproj run`` gives this project (``project.config.
-  spark_settings``: local[2], the S3A connector and S3 settings of a workspace on S3), then
+  spark_settings``: local[2], the S3A connector and S3 settings of a workspace on S3, and the JIT for long
+  work that a cold run reading a file this large gets, which is a plain JVM's), then
   ``spark.read.csv(file, header=True, schema=...).write.parquet("s3a://bench/plain-N")``;
 * **odfproj**: ``odfproj --verbose run`` of a project with one root reading that file (``--merge``: Append,
   Ledger or Snapshot on ``id``), its workspace ``s3://bench/ws-N``, no warm engine.
@@ -43,9 +44,11 @@ from pathlib import Path
 from odfproj.engine.session import SparkSessionHolder
 from odfproj.project.config import load_project, spark_settings
 project, target = Path(sys.argv[1]), sys.argv[2]
+csv = project / "data" / "rows.csv"
 holder = SparkSessionHolder(spark_settings(load_project(project), None))
+holder.size_work_by(lambda: csv.stat().st_size)  # the JIT of a plain JVM for a large file, as run's
 spark = holder.get()
-spark.read.csv(str(project / "data" / "rows.csv"), header=True, schema=sys.argv[3]).write.parquet(target)
+spark.read.csv(str(csv), header=True, schema=sys.argv[3]).write.parquet(target)
 holder.stop()
 """
 
