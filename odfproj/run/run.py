@@ -683,10 +683,14 @@ class _StepRunner:
         """The bytes of input ``steps`` would read now: the local files an ``Ingest`` would ingest (HTTP
         and container sources count nothing) and the data files a ``Transform``'s inputs added since it
         last consumed them. The size of the work the engine is started for
-        (``SparkSessionHolder.size_work_by``); counting stops once it is large."""
+        (``SparkSessionHolder.size_work_by``); counting stops once it is large. A step whose chain or
+        files cannot be read counts nothing here: its own execution reports why."""
         total = 0
         for step in steps:
-            total += self._ingest_bytes(step) if isinstance(step, Ingest) else self._transform_bytes(step)
+            try:
+                total += self._ingest_bytes(step) if isinstance(step, Ingest) else self._transform_bytes(step)
+            except (OdfprojError, OSError):
+                continue
             if total >= LARGE_WORK_BYTES:
                 break
         return total
@@ -707,10 +711,7 @@ class _StepRunner:
         projection = self.workspace.open(step.dataset).projection()
         if projection.set_transform is None:
             return 0
-        try:
-            inputs = resolve_inputs(self.workspace, step.dataset, projection.set_transform.inputs)
-        except OdfprojError:
-            return 0  # the update reports it
+        inputs = resolve_inputs(self.workspace, step.dataset, projection.set_transform.inputs)
         total = 0
         for _, dataset_id, dataset in inputs:
             consumed = projection.inputs.get(dataset_id, InputPosition()).new_block_hash

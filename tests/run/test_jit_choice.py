@@ -147,3 +147,17 @@ def test_a_new_derivative_counts_its_inputs_data(
         result = run_project(load_project(project), PlanRequest(), holder=holder, validate_queries=False)
         assert [r.dataset for r in result.failed] == ["big.view"]  # the root had nothing new: no JVM
     assert [s.large_work for s in holder.started] == [large]
+
+
+def test_a_step_whose_chain_cannot_be_read_counts_nothing(tmp_path: Path) -> None:
+    """The estimate runs as the JVM starts: an error there would fail the step that asked for Spark
+    with another step's problem. That step's own execution reports it."""
+    from odfproj.plan.model import Ingest, Transform
+    from odfproj.run.uptodate import UpToDate
+    from odfproj.storage.workspace import Workspace
+
+    workspace = Workspace(tmp_path / "ws")
+    chains = run_module._Chains({}, {}, set(), UpToDate.load(workspace.root))
+    runner = run_module._StepRunner(workspace, _NoJvm(), tmp_path, None, {}, None, False, chains)
+    steps = [Transform("ghost.view", None), Ingest("ghost", None, "FilesGlob", "data/*.csv")]
+    assert runner.pending_input_bytes(steps) == 0
