@@ -7,14 +7,16 @@ seven full ones over them, and finds nothing: 1 to 1.4 s of a 10,000-manifest ``
 (``gc.callbacks``, bench/README.md). A larger young generation, as mypy sets for its build, leaves
 them alone; garbage that does form cycles is still collected, only less often.
 
-The thresholds are the process's, so the previous ones are put back when the work ends (nested uses
-are harmless). Not ``gc.freeze``: ``watch`` plans again and again in one process, and frozen objects
-would never be examined again.
+The thresholds are the process's, and threads share them (a warm engine's server plans several runs at
+once): the first body to start raises them and the last to end puts the previous ones back, so one
+thread's end never lowers them under another's work, nor leaves them raised. Not ``gc.freeze``: ``watch``
+plans again and again in one process, and frozen objects would never be examined again.
 """
 
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -24,14 +26,26 @@ __all__ = ["BULK_THRESHOLDS", "fewer_collections"]
 BULK_THRESHOLDS = (200_000, 30, 30)
 
 
+_lock = threading.Lock()
+_inside = 0  # bodies running now, in any thread
+_saved: tuple[int, ...] = ()  # the thresholds before the first of them
+
+
 @contextmanager
 def fewer_collections() -> Iterator[None]:
     """Run the body with the collector's thresholds raised to ``BULK_THRESHOLDS`` (never lowered; a
     young threshold of 0, automatic collection turned off, stays off)."""
-    previous = gc.get_threshold()
-    if previous[0] != 0:
-        gc.set_threshold(*(max(old, new) for old, new in zip(previous, BULK_THRESHOLDS, strict=True)))
+    global _inside, _saved
+    with _lock:
+        if _inside == 0:
+            _saved = gc.get_threshold()
+            if _saved[0] != 0:
+                gc.set_threshold(*(max(old, new) for old, new in zip(_saved, BULK_THRESHOLDS, strict=True)))
+        _inside += 1
     try:
         yield
     finally:
-        gc.set_threshold(*previous)
+        with _lock:
+            _inside -= 1
+            if _inside == 0:
+                gc.set_threshold(*_saved)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,9 @@ import pytest
 from odfproj.project import collector, manifests
 from odfproj.project.collector import BULK_THRESHOLDS, fewer_collections
 from odfproj.project.config import load_project
+
+#: Seconds a thread waits for the other before the test gives up.
+WAIT = 10
 
 
 @pytest.fixture
@@ -29,6 +33,38 @@ def test_raised_inside_and_put_back(thresholds: None) -> None:
         with fewer_collections():  # nested: unchanged, and the outer one still restores
             assert gc.get_threshold() == BULK_THRESHOLDS
         assert gc.get_threshold() == BULK_THRESHOLDS
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_overlapping_bodies_in_two_threads_raise_them_until_the_last_ends(thresholds: None) -> None:
+    """A warm server plans two runs at once: the first to end must neither lower the thresholds under
+    the other's work nor, ending last, leave them raised for good."""
+    gc.set_threshold(700, 10, 10)
+    a_inside, b_inside, a_done, b_may_end = (threading.Event() for _ in range(4))
+    seen: list[tuple[int, ...]] = []
+
+    def a() -> None:
+        with fewer_collections():
+            a_inside.set()
+            b_inside.wait(WAIT)
+        a_done.set()
+
+    def b() -> None:
+        a_inside.wait(WAIT)
+        with fewer_collections():
+            b_inside.set()
+            a_done.wait(WAIT)
+            seen.append(gc.get_threshold())  # A has ended: still raised for B
+            b_may_end.wait(WAIT)
+
+    threads = [threading.Thread(target=a), threading.Thread(target=b)]
+    for thread in threads:
+        thread.start()
+    a_done.wait(WAIT)
+    b_may_end.set()
+    for thread in threads:
+        thread.join(WAIT)
+    assert seen == [BULK_THRESHOLDS]
     assert gc.get_threshold() == (700, 10, 10)
 
 
