@@ -92,10 +92,12 @@ def _odfproj(project: Path, env: dict[str, str], *args: str) -> subprocess.Compl
 def _killed_run(project: Path, env: dict[str, str], after: float) -> int | None:
     """Run the project and SIGKILL it ``after`` seconds; ``None`` if it was killed, else its exit code (it
     finished first)."""
+    scratch = project.parent / "tmp"  # a killed run's temporary folders stay there, not in the machine's /tmp
+    scratch.mkdir(exist_ok=True)
     process = subprocess.Popen(
         [sys.executable, "-m", "tests.cluster.run_example", str(project)],
         cwd=REPO_DIR,
-        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **env},
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "TMPDIR": str(scratch), **env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,

@@ -7,6 +7,7 @@ milliseconds and a kill costs no interpreter start-up.
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -20,8 +21,13 @@ def push_and_report(workspace: str, url: str, env: dict[str, str], channel: Conn
     """Push, sending ``"started"`` when the push begins and the seconds it took when it ends.
 
     ``env`` is the test's ``AWS_*`` environment: a forkserver's children inherit the server's, not the test's.
+    Temporary folders go beside the workspace: a killed push leaves its scratch copy behind, and the
+    machine's /tmp is not the test's to litter.
     """
     os.environ.update(env)
+    scratch = Path(workspace).parent / "tmp"
+    scratch.mkdir(exist_ok=True)
+    tempfile.tempdir = str(scratch)
     store = open_store(url)
     channel.send("started")
     began = time.monotonic()
