@@ -15,6 +15,7 @@ record count were computed (SHA3-256 names the bytes), so recomputing those woul
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,13 +94,20 @@ class DescribedDataFile:
 
 
 def describe_data_file(path: Path) -> DescribedDataFile:
-    """Both hashes, the size and the record count of a Parquet data file, each computed once."""
-    physical = physical_hash(path)
-    try:
-        records = pq.ParquetFile(path).metadata.num_rows
-    except (pa.ArrowException, OSError) as e:
-        raise InvalidValueError(f"{path} cannot be read as Parquet: {e}") from None
-    return DescribedDataFile(path, physical, logical_hash(path), path.stat().st_size, records)
+    """Both hashes, the size and the record count of a Parquet data file, each computed once.
+
+    The physical hash (the file's bytes through SHA3, which releases the GIL) runs in a thread of its
+    own while the logical hash decodes and hashes the records, so the two overlap: describing six
+    1M-record files took 1.6-1.9 s against 1.7-2.6 s one after the other (bench/README.md).
+    """
+    with ThreadPoolExecutor(1, thread_name_prefix="physical-hash") as pool:
+        physical = pool.submit(physical_hash, path)
+        try:
+            records = pq.ParquetFile(path).metadata.num_rows
+        except (pa.ArrowException, OSError) as e:
+            raise InvalidValueError(f"{path} cannot be read as Parquet: {e}") from None
+        logical = logical_hash(path)
+        return DescribedDataFile(path, physical.result(), logical, path.stat().st_size, records)
 
 
 def staged_physical_hash() -> tuple[Callable[[bytes], object], Callable[[], Multihash]]:
