@@ -3,8 +3,10 @@
 C1 only saves a cold run of small datasets seconds of CPU but makes Spark's row loops about three times
 slower, and a ``local`` driver runs every task (bench/README.md, "The JIT of a cold command"). So the
 holder asks, when the JVM starts, how many bytes the command will read: ``run`` counts the files its
-polling roots would ingest, ``ingest`` the files it was given. No JVM here: the holder records the
-settings it would start with and refuses to start.
+polling roots would ingest and the data its derivatives have not read (or, when the plan's query checks
+start the JVM, the data the workspace holds), ``ingest`` the files it was given. The holder under test
+records the settings it would start with and refuses to start; only the derivative tests use the shared
+session, to ingest their root first.
 """
 
 from __future__ import annotations
