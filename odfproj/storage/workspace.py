@@ -340,7 +340,7 @@ class Workspace:
         total = 0
         for folder in self._dataset_dirs():
             try:
-                entries = os.scandir(folder / "data")
+                entries = os.scandir(DatasetLayout(folder).data_dir)
             except (FileNotFoundError, NotADirectoryError):
                 continue
             with entries:
