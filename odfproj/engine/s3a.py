@@ -122,9 +122,9 @@ def with_data_at(
     (:func:`reads_in_place`); on a master other than ``local`` (executors on other hosts), with its
     hand-overs between driver and tasks through the store (``engine.exchange``). When odfproj would
     bring the connector but its jars are not cached (a machine ``./dev`` never set up), ``settings``
-    unchanged: the remote workspace's cache then fetches what Spark reads, which is slower but works. A ``file://`` store (a shared mount) gets the
-    hand-overs only. Anywhere else: ``settings`` unchanged, so a session of a local workspace never
-    pays for the connector.
+    unchanged: the remote workspace's cache then fetches what Spark reads, which is slower but works.
+    A ``file://`` store (a shared mount) gets the hand-overs only. Anywhere else: ``settings``
+    unchanged, so a session of a local workspace never pays for the connector.
     """
     if not is_on_s3(location):
         if location.strip().lower().startswith("file://"):
