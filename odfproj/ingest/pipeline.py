@@ -102,7 +102,7 @@ from odfproj.odf.data_schema import (
 )
 from odfproj.odf.schema_diff import DropColumn, RetypeColumn, diff_columns, nullable_throughout
 from odfproj.odf.timestamps import to_utc
-from odfproj.state.frames import advance_state_index, read_current_state, read_history
+from odfproj.state.frames import advance_state_index, read_current_state, read_history, state_from_history
 from odfproj.storage.data_commit import SliceFile, commit_data, next_offset
 from odfproj.storage.dataset import Dataset
 from odfproj.storage.projection import ChainProjection
@@ -431,7 +431,8 @@ def commit_batch(
         key = primary_key(merge_strategy)  # as the files name it: the state index reads the files
         if isinstance(merge_strategy, _CDC_STRATEGIES) and vocab.op != OP and vocab.op in batch.columns:
             batch = batch.withColumnRenamed(vocab.op, OP)  # the rows' own operation types
-        if isinstance(merge_strategy, _STATEFUL_STRATEGIES) and projection.has_data:
+        in_store = state_from_history(engine.session, dataset)
+        if isinstance(merge_strategy, _STATEFUL_STRATEGIES) and projection.has_data and not in_store:
             index, state = read_current_state(engine.session, dataset, key, vocab, scratch)
         elif key:
             history = read_history(engine.session, dataset, projection, vocab)
@@ -544,7 +545,7 @@ def commit_batch(
         )
     finally:
         _remove_written(written)
-    if key:
+    if key and not in_store:
         advance_state_index(dataset, key, index)
     return CommittedItem(
         display_name=display_name,

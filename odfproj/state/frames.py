@@ -51,6 +51,7 @@ __all__ = [
     "read_changelog_frame",
     "read_current_state",
     "read_history",
+    "state_from_history",
 ]
 
 
@@ -231,6 +232,24 @@ def read_history(
     history = session.read.option("mergeSchema", "true").parquet(*view.spark_paths(session))
     history = history.where(column(vocab.offset) <= literal(projection.last_offset))  # a copy may hold more
     return renamed(history, vocab.to_standard())
+
+
+def state_from_history(session: SparkSession, dataset: Dataset) -> bool:
+    """Whether a merge's previous state is for Spark to compute from the history where the store holds
+    it (``projections.current_state``) rather than to read through the state index in this process.
+
+    Yes when the dataset's data lives in a store this machine does not open as files (S3) and the
+    session opens it in place (the S3A connector) or its executors cannot see this disk: the index's
+    route would fetch the data files holding a current row and the index itself (about the size of
+    the table on a fresh runner) and hold its key store in the driver, while the executors read the
+    history at its place and nothing of it passes through this process. The state index is then not
+    maintained by the commit either: a reader that wants it (``query``) catches it up from the blocks
+    since the head it reflects, as it does after any writer that did not.
+    """
+    origin = dataset.objects.origin
+    if origin is None or origin.store.local_path("data") is not None:  # local, or a shared mount
+        return False
+    return reads_in_place(session) or not exchange_of(session).is_local
 
 
 def read_current_state(

@@ -155,6 +155,48 @@ def test_a_fresh_runner_updates_a_snapshot_from_the_stores_state_index(runners, 
     assert code == 0 and "0 record(s) added" in out, out
 
 
+def test_with_the_connector_a_snapshot_merge_reads_its_history_in_the_store(
+    s3a, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bucket: str
+) -> None:
+    """Where Spark opens the store in place, a Snapshot's previous state is computed by the executors from
+    the history at its place (``state.frames.state_from_history``): a fresh runner's update fetches no data
+    file and no state index through this process, and both runners agree on the result."""
+    first, second, run_in = _runners(s3a, tmp_path, monkeypatch, bucket)
+    for name in ("trips.yaml", "trips.view.yaml"):
+        (first / "datasets" / name).unlink()
+    (first / "datasets" / "stations.yaml").write_text(SNAPSHOT_ROOT)
+    (first / "data" / "stations").mkdir(parents=True)
+    (first / "data" / "stations" / "1.csv").write_text("id,city\n1,Oslo\n2,Lima\n")
+    context_conf = s3a.sparkContext._jsc.sc().conf()
+    context_conf.set(IN_PLACE_CONF, "true")
+    try:
+        assert run_in(first, "run")[0] == 0
+        (first / "data" / "stations" / "2.csv").write_text("id,city\n1,Bergen\n2,Cusco\n")
+        code, out = run_in(first, "run")
+        assert code == 0, out
+        _clone(first, second)
+        (second / "data" / "stations" / "3.csv").write_text("id,city\n1,Bergen\n2,Lima\n3,Pune\n")
+        before = TRANSFERS.now()
+        code, out = run_in(second, "run")
+        assert code == 0 and "3 record(s) added" in out, out  # -C and +C of id 2, +A of id 3
+        moved = TRANSFERS.now() - before
+        older = {
+            p.name for p in (remote_cache_dir(first, bucket) / "datasets" / "stations" / "data").iterdir()
+        }
+        held = _fetched(second, bucket, "stations")
+        assert len(held) == 1 and not older & set(held), (older, held)  # only the slice it wrote itself
+        state_index = remote_cache_dir(second, bucket) / "datasets" / "stations" / "info" / "state-index"
+        assert not state_index.exists() or not any(state_index.iterdir())
+        assert moved.bytes_in < 64 * 1024, moved.describe()
+        code, out = run_in(first, "run")  # the first runner sees the update: nothing left to add
+        assert code == 0 and "0 record(s) added" in out, out
+        code, out = run_in(first, "sql", "SELECT id, city FROM stations ORDER BY id", "--format", "csv")
+        assert code == 0, out
+        assert out.split() == ['"id","city"', '1,"Bergen"', '2,"Lima"', '3,"Pune"'], out
+    finally:
+        context_conf.remove(IN_PLACE_CONF)
+
+
 def test_spark_reads_the_slices_in_the_store_itself(
     s3a, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bucket: str
 ) -> None:
@@ -184,7 +226,7 @@ def test_executors_that_cannot_see_this_disk_get_every_file_through_the_store(
     s3a, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bucket: str
 ) -> None:
     """On a master other than ``local`` a run hands its files over through the store (``engine.exchange``):
-    the roots' source files and a Snapshot's current rows go up for Spark to read, the slices and group
+    the roots' source files go up for Spark to read, the slices and group
     state Spark writes come down from it, and nothing Spark wrote is left there. (That no executor opens
     a path of the driver is what tests/cluster checks, with workers that cannot see the driver's disk.)"""
     first, _, run_in = _runners(s3a, tmp_path, monkeypatch, bucket)
@@ -221,6 +263,7 @@ def test_executors_that_cannot_see_this_disk_get_every_file_through_the_store(
     assert any((cache / "stations.count" / "info" / "group-state").glob("v-*/part-*.parquet"))  # taken
     handed = [key.split("/", 2)[2] for key in open_store(bucket).list(EXCHANGE_FOLDER)]
     assert any(key.endswith("data/trips/2.csv") for key in handed), handed  # given to Spark
-    assert any("/state-" in key for key in handed), handed  # the Snapshot's current rows, given to Spark
+    # The Snapshot's previous state: computed by the executors from its history in the store, not handed.
+    assert not any("/state-" in key for key in handed), handed
     assert not any("/slices-" in key for key in handed), handed  # every slice Spark wrote was taken
     assert not any("/datasets/" in key and "/data/" in key for key in handed), handed  # read in the store
