@@ -708,6 +708,13 @@ def logical_digest_table(
     return digest.digest()
 
 
+#: The Parquet reader of :func:`logical_digest_parquet` reads column chunks through a buffer this big
+#: instead of pre-buffering each row group's chunks whole (pyarrow's default): on a 1M-record, 57 MB data
+#: file of bench_remote's, the same digest in 0.59-0.88 s instead of 0.95-1.26 s and 30 MB less peak RSS
+#: (Arrow's pool peaked at 26-30 MB instead of 78-83 MB), which is what a large ingest's driver peaks on.
+_READ_BUFFER = 1 << 20
+
+
 def logical_digest_parquet(
     path: str | os.PathLike[str], *, batch_size: int = 1 << 16, threads: int | None = None
 ) -> bytes:
@@ -721,7 +728,13 @@ def logical_digest_parquet(
     with pq.ParquetFile(path) as probe:
         metadata = probe.metadata
         dictionary_columns = _dictionary_encoded_columns(probe)
-    with pq.ParquetFile(path, metadata=metadata, read_dictionary=dictionary_columns or None) as parquet:
+    with pq.ParquetFile(
+        path,
+        metadata=metadata,
+        read_dictionary=dictionary_columns or None,
+        buffer_size=_READ_BUFFER,
+        pre_buffer=False,
+    ) as parquet:
         batches = parquet.iter_batches(batch_size=batch_size, use_threads=False)
         return logical_digest_table(batches, parquet.schema_arrow, threads=threads)
 
