@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,13 @@ os.environ["ODFPROJ_WARM_ENGINE"] = "off"
 #: Whether the suite runs on a CI runner (``CI`` set before the tests set it for the commands they run).
 CI_RUNNER = "CI" in os.environ
 os.environ.setdefault("CI", "true")
+
+# A shell without job control starts a background command (`bash .ci/run &`) with SIGINT ignored, and an
+# ignored signal stays ignored across fork and exec: the commands the Ctrl-C tests start would then ignore
+# the test's SIGINT, as a background job rightly does, and those tests would fail only when the suite was
+# started that way. Give the suite, and so every process it starts, Ctrl-C as a terminal delivers it.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO_DIR = Path(__file__).resolve().parents[1]
 FIXTURES_DIR = REPO_DIR / "tests" / "fixtures"
