@@ -226,9 +226,9 @@ def test_executors_that_cannot_see_this_disk_get_every_file_through_the_store(
     s3a, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bucket: str
 ) -> None:
     """On a master other than ``local`` a run hands its files over through the store (``engine.exchange``):
-    the roots' source files go up for Spark to read, the slices and group
-    state Spark writes come down from it, and nothing Spark wrote is left there. (That no executor opens
-    a path of the driver is what tests/cluster checks, with workers that cannot see the driver's disk.)"""
+    the roots' source files go up for Spark to read, the slices and group state Spark writes come down
+    from it, and nothing Spark wrote is left there. (That no executor opens a path of the driver is what
+    tests/cluster checks, with workers that cannot see the driver's disk.)"""
     first, _, run_in = _runners(s3a, tmp_path, monkeypatch, bucket)
     (first / "datasets" / "stations.yaml").write_text(SNAPSHOT_ROOT)
     (first / "data" / "stations").mkdir(parents=True)
