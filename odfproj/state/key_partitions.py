@@ -348,7 +348,9 @@ class PartitionedKeyStore:
             if loaded is None or loaded[0] != parent:
                 loaded = (parent, self.load(parent))
             store = _within(loaded[1], lo, hi) if shift else loaded[1]
-            if changes is not None:
+            if changes is not None and not len(store) and _each_key_once(changes):
+                store = _first_keys(store, changes)
+            elif changes is not None:
                 for block, block_changes in _by_block(changes):
                     hashes = block_changes.column(_HASH).to_numpy()
                     keys = block_changes.select(list(self.key_columns))
@@ -438,6 +440,29 @@ def _concatenated(
         np.concatenate([s.rows for s in kept]),
         pa.concat_tables(tables).combine_chunks(),
     )
+
+
+def _each_key_once(changes: pa.Table) -> bool:
+    """Whether no two of ``changes`` share a hash (so no key is changed twice and no two keys collide)."""
+    hashes = np.sort(changes.column(_HASH).to_numpy())
+    return bool(np.all(hashes[1:] != hashes[:-1]))
+
+
+def _first_keys(empty: KeyStore, changes: pa.Table) -> KeyStore:
+    """The partition an empty one becomes by ``changes`` in which each key appears once: its rows by hash.
+
+    What applying them block by block gives, in one sort instead of one merge per block (at 20M keys of
+    a first Ledger or Snapshot, 128 partitions of 20 blocks each): no key had a row before, so no block
+    supersedes one, and a change that leaves its key without a row (a retraction of a key never seen)
+    changes nothing. Distinct hashes leave one order for the store.
+    """
+    assert empty.schema is not None
+    new_rows = changes.column(_ROW).to_numpy()
+    hashes = changes.column(_HASH).to_numpy()
+    kept = np.nonzero(new_rows != ABSENT)[0]
+    order = kept[np.argsort(hashes[kept], kind="stable")]
+    keys = changes.select(list(empty.key_columns)).take(pa.array(order)).combine_chunks()
+    return KeyStore(empty.key_columns, empty.schema, hashes[order], new_rows[order], keys)
 
 
 def _within(store: KeyStore, lo: int, hi: int | None) -> KeyStore:

@@ -126,3 +126,30 @@ def test_a_dataset_whose_keys_are_retracted_merges_and_reads_the_same(
     assert {p.name for p in index_directory(dataset).iterdir()} <= read_manifest(
         index_directory(dataset)
     ).file_names()
+
+
+def test_a_first_update_of_keys_seen_once_stores_what_applying_block_by_block_stores(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Empty partitions given each key once are built in one sort (a first Ledger or Snapshot); the
+    files must be the very bytes the block-by-block merge writes, and the answers the same."""
+    from odfproj.state import key_partitions
+
+    blocks = [adds(range(0, 30)), [*adds(range(30, 50)), *retracts(range(60, 65))], adds(range(50, 60))]
+    batches = change_batches(blocks, block_times(len(blocks)))
+    built = {}
+    for way in ("one sort", "block by block"):
+        if way == "block by block":
+            monkeypatch.setattr(key_partitions, "_each_key_once", lambda changes: False)
+        with small_partitions(PARTITION_KEYS, 8):
+            index = update(StateIndex(KEY_COLUMNS, 2, work_parent=tmp_path / way), batches)
+        assert index.key_store.bits > 2  # several partitions, each given keys of three blocks
+        built[way] = index
+    same_index(built["one sort"], built["block by block"])
+    files = {
+        way: [key_partitions.encode_keys(p) for p in i.key_store.partitions()] for way, i in built.items()
+    }
+    assert files["one sort"] == files["block by block"]
+    assert [offsets(built["one sort"].offsets_after_block(k)) for k in range(3)] == [
+        offsets(built["block by block"].offsets_after_block(k)) for k in range(3)
+    ]
