@@ -20,9 +20,8 @@ Why it is done this way:
 - **Files cut on a fixed grid.** File ``k`` holds offsets ``first + k*rows_per_file`` onwards, whatever
   the partitioning: each task writes its rows of cell ``k`` to a file of its own (a partitioned write
   on ``k`` with concurrent writers, so no shuffle and no sort: a task's rows are in offset order), and
-  the cells that two tasks share (at most one per partition boundary) are joined in offset order
-  (:mod:`odfproj.engine.cell_files`), by the driver or, for a large batch on a local session, in Spark
-  tasks that also describe every file (:mod:`odfproj.engine.slice_tasks`). Only the last file is short and
+  the cells that two tasks share (at most one per partition boundary) are joined by the driver in
+  offset order, with the writer of :mod:`odfproj.engine.driver_slices`. Only the last file is short and
   every cut falls on the grid. Columns the driver does not write as Spark does (nested types, a codec
   pyarrow lacks) take the older way: records range-partitioned on ``k`` and written with
   ``maxRecordsPerFile = rows_per_file``. A batch that fits one file is written by one task (no shuffle).
@@ -45,18 +44,14 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 
-from odfproj.engine.cell_files import join_pieces
 from odfproj.engine.columns import column
 from odfproj.engine.driver_slices import driver_codec, driver_writable
 from odfproj.engine.exchange import exchange_of
-from odfproj.engine.slice_tasks import CellFile, describe_cells_in_tasks, describes_in_tasks
 from odfproj.engine.types import arrow_schema_from_spark
 from odfproj.errors import EngineError
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
-
-    from odfproj.storage.objects import DescribedDataFile
+    from pyspark.sql import Column, DataFrame
 
 __all__ = [
     "DEFAULT_ROWS_PER_FILE",
@@ -86,6 +81,10 @@ PARTITION_SHIFT = 33
 #: records-per-file limit, so a few writers are enough.
 CONCURRENT_WRITERS_KEY = "spark.sql.maxConcurrentOutputFileWriters"
 _CONCURRENT_WRITERS = 16
+#: The records of one cell's piece in memory at a time. Cells are joined one after the other: two joins
+#: at once (pyarrow's reader and writer release the GIL) raised the driver's peak RSS by 230 MB at 20M
+#: rows (memory the allocator keeps per thread), past the 500 MB a large ingest may take.
+_JOIN_ROWS = 1 << 18
 
 
 def rows_per_file(conf: Mapping[str, str]) -> int:
@@ -180,16 +179,11 @@ def nullable(value: Column, numbered: Numbered) -> Column:
 
 @dataclass(frozen=True)
 class WrittenSlice:
-    """One Parquet file Spark wrote: ``count`` records with offsets ``first`` .. ``first + count - 1``.
-
-    ``described``: the file's description when Spark's tasks made it (:mod:`odfproj.engine.slice_tasks`),
-    so the commit does not hash the file again.
-    """
+    """One Parquet file Spark wrote: ``count`` records with offsets ``first`` .. ``first + count - 1``."""
 
     path: Path
     first: int
     count: int
-    described: DescribedDataFile | None = None
 
     @property
     def last(self) -> int:
@@ -223,23 +217,27 @@ def write_slices(
             # The option always, so a session-wide maxRecordsPerFile cannot cut the one file.
             out.coalesce(1).write.mode("overwrite").option("maxRecordsPerFile", "0").parquet(spark_at)
             exchange.take(written)
-            cells = [[s] for s in _slices_of(sorted(written.glob("part-*.parquet")), name)]
+            slices = _slices_of(sorted(written.glob("part-*.parquet")), name)
         elif codec is not None and driver_writable(arrow_schema_from_spark(out.schema)):
             _allow_concurrent_writers(out)
-            partitioned = out.withColumn(_FILE, grid).write.mode("overwrite").partitionBy(_FILE)
-            partitioned.option("maxRecordsPerFile", "0").parquet(spark_at)
+            cells = out.withColumn(_FILE, grid).write.mode("overwrite").partitionBy(_FILE)
+            cells.option("maxRecordsPerFile", "0").parquet(spark_at)
             exchange.take(written)
-            pieces = [_cell_pieces(cell, name) for cell in sorted(written.glob(f"{_FILE}=*"))]
-            cells = sorted((c for c in pieces if c), key=lambda c: c[0].first)
+            joins = [_joined(cell, name, codec) for cell in sorted(written.glob(f"{_FILE}=*"))]
+            slices = sorted((s for s in joins if s is not None), key=lambda s: s.first)
         else:
             files = -(-numbered.count // limit)
             cut = out.withColumn(_FILE, grid).repartitionByRange(files, F.col(_FILE))
             cut = cut.sortWithinPartitions(offset).drop(_FILE)
             cut.write.mode("overwrite").option("maxRecordsPerFile", str(limit)).parquet(spark_at)
             exchange.take(written)
-            cells = [[s] for s in _slices_of(sorted(written.glob("part-*.parquet")), name)]
-        _check_grid([_spanned(c) for c in cells], numbered, limit)
-        named = _made_whole(out.sparkSession, cells, target, codec)
+            slices = _slices_of(sorted(written.glob("part-*.parquet")), name)
+        _check_grid(slices, numbered, limit)
+        named = []
+        for i, piece in enumerate(slices):
+            path = target / f"slice-{i:06d}-{uuid.uuid4().hex[:8]}.parquet"
+            piece.path.replace(path)
+            named.append(WrittenSlice(path, piece.first, piece.count))
         shutil.rmtree(written, ignore_errors=True)
         return named
     except BaseException:
@@ -260,54 +258,48 @@ def _allow_concurrent_writers(out: DataFrame) -> None:
         conf.set(CONCURRENT_WRITERS_KEY, str(_CONCURRENT_WRITERS))
 
 
-def _cell_pieces(cell: Path, offset_column: str) -> list[WrittenSlice]:
-    """The pieces the tasks wrote of one grid cell, in offset order; each must follow the one before."""
+def _joined(cell: Path, offset_column: str, codec: str) -> WrittenSlice | None:
+    """One grid cell's file: the one piece a task wrote, or the pieces of the tasks that shared it, joined.
+
+    The pieces must follow each other (each holds consecutive offsets, and the next starts right after);
+    they are joined in offset order into one file with the schema Spark gave them, :data:`_JOIN_ROWS`
+    records in memory at a time (each its own row group). Only the columns Spark's writer kept
+    dictionary-encoded are written so: for the others (nearly every value distinct, such as the offset)
+    pyarrow would build a dictionary only to drop it, which was a third of the join's time. The
+    encoding is the file's business; the logical hash sees the values only.
+    """
     pieces = _slices_of(sorted(cell.glob("part-*.parquet")), offset_column)
+    if len(pieces) <= 1:
+        return pieces[0] if pieces else None
     for before, after in pairwise(pieces):
         if after.first != before.last + 1:
             raise EngineError(
                 f"Spark wrote offsets {before.first}..{before.last} and {after.first}..{after.last} for one "
                 "data file; nothing was committed"
             )
-    return pieces
+    joined = cell / "joined.parquet"
+    schema = pq.read_schema(pieces[0].path)
+    dictionary = _dictionary_columns(pieces[0].path)
+    with pq.ParquetWriter(str(joined), schema, compression=codec, use_dictionary=dictionary) as writer:
+        for piece in pieces:
+            with pq.ParquetFile(piece.path) as parquet:
+                for batch in parquet.iter_batches(batch_size=_JOIN_ROWS):
+                    writer.write_batch(batch)
+    return WrittenSlice(joined, pieces[0].first, sum(p.count for p in pieces))
 
 
-def _spanned(pieces: list[WrittenSlice]) -> WrittenSlice:
-    """The file ``pieces`` make together (named by the first piece until it is made)."""
-    return WrittenSlice(pieces[0].path, pieces[0].first, sum(p.count for p in pieces))
-
-
-def _made_whole(
-    session: SparkSession, cells: list[list[WrittenSlice]], target: Path, codec: str | None
-) -> list[WrittenSlice]:
-    """Each cell as one file named in offset order in ``target``: its one piece moved there, or its pieces
-    joined there. Large batches are joined and described in Spark tasks (:mod:`odfproj.engine.slice_tasks`),
-    the files then carrying their description; else the driver joins here and the commit describes."""
-    planned = []
-    for i, pieces in enumerate(cells):
-        path = target / f"slice-{i:06d}-{uuid.uuid4().hex[:8]}.parquet"
-        if len(pieces) == 1:
-            pieces[0].path.replace(path)
-            planned.append(CellFile((path,), path, codec))
-        else:
-            planned.append(CellFile(tuple(p.path for p in pieces), path, codec))
-    spans = [_spanned(pieces) for pieces in cells]
-    if describes_in_tasks(session, planned):
-        described = describe_cells_in_tasks(session, planned)
-        for span, file in zip(spans, described, strict=True):
-            if file.records != span.count:
-                raise EngineError(
-                    f"a data file of offsets {span.first}..{span.last} holds {file.records} records; "
-                    "nothing was committed"
-                )
-        return [
-            WrittenSlice(f.out, s.first, s.count, d)
-            for f, s, d in zip(planned, spans, described, strict=True)
-        ]
-    for file in planned:
-        if len(file.pieces) > 1:
-            join_pieces(file.pieces, file.out, file.codec)
-    return [WrittenSlice(f.out, s.first, s.count) for f, s in zip(planned, spans, strict=True)]
+def _dictionary_columns(path: Path) -> list[str]:
+    """The columns whose chunks in ``path`` (its first row group) have a dictionary page."""
+    with pq.ParquetFile(path) as parquet:
+        metadata = parquet.metadata
+    if metadata.num_row_groups == 0:
+        return []
+    group = metadata.row_group(0)
+    return [
+        group.column(i).path_in_schema
+        for i in range(group.num_columns)
+        if group.column(i).has_dictionary_page
+    ]
 
 
 def _slices_of(parts: list[Path], offset_column: str) -> list[WrittenSlice]:

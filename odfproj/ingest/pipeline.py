@@ -541,7 +541,7 @@ def commit_batch(
             add_data,
             system_time=stamp,
             schema=new_schema,
-            slices=[SliceFile(w.path, w.count, w.described) for w in written],
+            slices=[SliceFile(w.path, w.count) for w in written],
         )
     finally:
         _remove_written(written)

@@ -22,7 +22,7 @@ from odfproj.odf.multiformats import Multihash
 from odfproj.odf.odf_schema import set_data_schema
 from odfproj.odf.odf_versions import writes_odf_schema
 from odfproj.storage.dataset import Dataset
-from odfproj.storage.objects import DescribedDataFile, describe_data_file
+from odfproj.storage.objects import describe_data_file
 from odfproj.storage.projection import ChainProjection
 
 __all__ = ["DataEvent", "SliceFile", "commit_data", "next_offset"]
@@ -32,15 +32,10 @@ DataEvent = model.AddData | model.ExecuteTransform
 
 @dataclass(frozen=True)
 class SliceFile:
-    """One data file of a batch and how many records it holds (their offsets follow the previous file's).
-
-    ``described``: the file's description when its writer already made it (Spark's tasks for a large
-    batch: ``engine.slice_tasks``); else the commit describes the file.
-    """
+    """One data file of a batch and how many records it holds (their offsets follow the previous file's)."""
 
     path: Path
     records: int
-    described: DescribedDataFile | None = None
 
 
 def next_offset(projection: ChainProjection) -> int:
@@ -100,15 +95,6 @@ def _records_odf_schemas(dataset: Dataset, projection: ChainProjection) -> bool:
     return writes_odf_schema(dataset.block_version(projection.head))
 
 
-def _description(piece: SliceFile) -> DescribedDataFile:
-    """``piece``'s description: its writer's (checked to be of this very file and count), else made here."""
-    if piece.described is None:
-        return describe_data_file(piece.path)
-    if piece.described.path != piece.path or piece.described.records != piece.records:
-        raise ValueError(f"{piece.path}: the description handed in is of another file or count")
-    return piece.described
-
-
 def _commit_slices(
     dataset: Dataset,
     projection: ChainProjection,
@@ -124,7 +110,7 @@ def _commit_slices(
     # Hashed once here; append proves its copies are these files. One file after the other: a file's
     # columns hash in threads but its Parquet decoding runs on one, and two files at once raised the
     # driver's peak RSS at 20M rows by 150 MB (memory the allocator keeps per thread), past 500 MB.
-    described = [_description(piece) for piece in slices]
+    described = [describe_data_file(piece.path) for piece in slices]
     for i, piece in enumerate(slices or [None]):
         new_data = None
         if piece is not None:

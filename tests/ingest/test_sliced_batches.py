@@ -90,32 +90,18 @@ APPEND = model.SetPollingSource(
 )
 
 
-def test_a_scanned_csv_gives_the_same_blocks_however_spark_splits_and_writes_it(
-    spark, project, ws, monkeypatch
-) -> None:
+def test_a_scanned_csv_gives_the_same_blocks_however_spark_splits_and_writes_it(spark, project, ws) -> None:
     """An Append of a plain CSV is numbered from its scan (no checkpoint) and cut without a shuffle.
 
     The same file read as one partition, as many (so that tasks share the cells of seven records,
-    whose pieces the driver joins), as many with the pieces joined and every file described in Spark
-    tasks (as a large batch is), and through the older writer (a codec only Spark writes: range
+    whose pieces the driver joins), and through the older writer (a codec only Spark writes: range
     shuffle, one task per file) must give the same offsets and the same logical hashes, block by block.
     """
-    from odfproj.engine import slice_tasks, slices
-
     (project / "data" / "rows.csv").write_text("id,name\n" + "".join(f"{i},name-{i}\n" for i in range(60)))
     runs = {"one partition": {}, "many partitions": {"spark.sql.files.maxPartitionBytes": "200"}}
-    runs["in tasks"] = runs["many partitions"]
     runs["the older writer"] = {**runs["many partitions"], "spark.sql.parquet.compression.codec": "lz4"}
-    in_tasks: list[int] = []
-
-    def counted(session, files):  # the real job, counted
-        in_tasks.append(len(files))
-        return slice_tasks.describe_cells_in_tasks(session, files)
-
-    monkeypatch.setattr(slices, "describe_cells_in_tasks", counted)
-    blocks, physical = {}, {}
+    blocks = {}
     for name, conf in runs.items():
-        monkeypatch.setattr(slice_tasks, "MIN_TASK_BYTES", 0 if name == "in tasks" else 1 << 40)
         for key, value in conf.items():
             spark.conf.set(key, value)
         try:
@@ -143,16 +129,5 @@ def test_a_scanned_csv_gives_the_same_blocks_however_spark_splits_and_writes_it(
         blocks[name] = [
             (b.event.new_data.offset_interval, b.event.new_data.logical_hash) for b in data_blocks(dataset)
         ]
-        physical[name] = [
-            (b.event.new_data.physical_hash, b.event.new_data.size) for b in data_blocks(dataset)
-        ]
     assert len(blocks["one partition"]) == 9  # 8 files of 7 records and one of 4
-    assert (
-        blocks["many partitions"]
-        == blocks["one partition"]
-        == blocks["the older writer"]
-        == blocks["in tasks"]
-    )
-    assert in_tasks == [9]  # one job, and only where asked for
-    # The tasks join the pieces with the driver's code: the very same files.
-    assert physical["in tasks"] == physical["many partitions"]
+    assert blocks["many partitions"] == blocks["one partition"] == blocks["the older writer"]
