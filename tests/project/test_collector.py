@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,6 +35,25 @@ def test_raised_inside_and_put_back(thresholds: None) -> None:
             assert gc.get_threshold() == BULK_THRESHOLDS
         assert gc.get_threshold() == BULK_THRESHOLDS
     assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_young_cycles_are_still_collected_inside(thresholds: None) -> None:
+    """The body keeps the young generation small: a cycle that became garbage is collected by the next
+    young collection, without waiting for the body's end (or for 200,000 new objects)."""
+
+    class Node:
+        pass
+
+    gc.set_threshold(700, 10, 10)
+    with fewer_collections():
+        gc.collect(0)  # an empty young generation: the cycle below stays young until it is garbage
+        node = Node()
+        node.self = node  # type: ignore[attr-defined]
+        ref = weakref.ref(node)
+        del node
+        keep = [[] for _ in range(3 * 700)]  # a few young collections of CPython's default size
+        assert ref() is None
+        del keep
 
 
 def test_overlapping_bodies_in_two_threads_raise_them_until_the_last_ends(thresholds: None) -> None:
@@ -78,7 +98,7 @@ def test_put_back_after_an_error(thresholds: None) -> None:
 def test_never_lowers_and_leaves_collection_off(thresholds: None) -> None:
     gc.set_threshold(500_000, 5, 100)
     with fewer_collections():
-        assert gc.get_threshold() == (500_000, 30, 100)
+        assert gc.get_threshold() == (500_000, 1000, 100)
     gc.set_threshold(0)
     with fewer_collections():
         assert gc.get_threshold()[0] == 0
