@@ -148,6 +148,9 @@ def measure(command: str, root: Path, env: dict[str, str], repeat: int) -> dict[
         "wall_s_median": round(statistics.median(walls), 3),
         "wall_s_best": round(walls[0], 3),
         "wall_s_runs": [round(r[0], 2) for r in runs],  # in order: a slow stretch shows as one
+        # Each run's CPU time (user + sys), in the same order: a slow run whose CPU time grew with its wall
+        # time did more work or ran on a slower CPU; one whose wall time grew alone waited (CPU, disk).
+        "cpu_s_runs": [round(r[4], 2) for r in runs],
         "cpu_s_median": round(statistics.median(r[4] for r in runs), 3),
         "peak_rss_mb": round(max(r[1] for r in (cold, *runs)), 1),
         "pyspark_imported": any(r[2] for r in (cold, *runs)),
