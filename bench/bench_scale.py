@@ -198,7 +198,7 @@ def ingest_polling_(dataset, engine, project: Path):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(allow_abbrev=False)  # "--work" must not pass for the hidden "--worker"
     parser.add_argument("--rows", type=int, default=20_000_000)
     parser.add_argument("--repeat", type=int, default=2, help="A/B pairs per ingest scenario")
     parser.add_argument("--rows-per-file", type=int, default=None, help="default: odfproj's default")
