@@ -140,7 +140,7 @@ def test_a_first_update_of_keys_seen_once_stores_what_applying_block_by_block_st
     built = {}
     for way in ("one sort", "block by block"):
         if way == "block by block":
-            monkeypatch.setattr(key_partitions, "_each_key_once", lambda changes: False)
+            monkeypatch.setattr(key_partitions, "_first_keys", lambda empty, changes: None)
         with small_partitions(PARTITION_KEYS, 8):
             index = update(StateIndex(KEY_COLUMNS, 2, work_parent=tmp_path / way), batches)
         assert index.key_store.bits > 2  # several partitions, each given keys of three blocks
