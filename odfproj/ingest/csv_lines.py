@@ -1,31 +1,50 @@
-"""Can a CSV file be read line by line? Only when no quoted value can hold a line break.
+"""Can a CSV file be read line by line, and how many records does each of Spark's splits of it hold?
 
 Spark reads a CSV file with ``multiLine=true`` as one split, parsed by one task, so that a quoted
 value spanning lines parses correctly; with ``multiLine=false`` it cuts the file at line breaks over
-all cores, which is right only when every record is one line. :func:`records_are_lines` decides this
-with one streamed pass over the bytes (4 MiB pieces cut at line breaks, bounded memory),
-conservatively: a "yes" is a proof, and anything it cannot prove (a quote in the middle of a value, a
-doubled or escaped quote, a charset whose quote is not one byte) is a "no", which only costs
-parallelism.
+all cores, which is right only when every record is one line. :func:`scan_lines` decides this with
+one streamed pass over the bytes (4 MiB pieces cut at line breaks, bounded memory), conservatively:
+a "yes" is a proof, and anything it cannot prove (a quote in the middle of a value, a doubled or
+escaped quote, a charset whose quote is not one byte) is a "no", which only costs parallelism.
 
 The proof: on every physical line (cut at CR or LF, as Spark's line reader cuts), the quotes pair up
 as (opening, closing), each opening quote at the line start or right after a separator, each closing
 quote right before a separator or the line end, with no quote or line break between them. Then each
 quoted value opens at a field's start and closes before the line ends, so every line ends outside
 quotes. A few numpy passes per 4 MiB piece check it (:func:`_quotes_pair_up`).
+
+The same pass can count the records of each split Spark will read (``split_bytes``, from
+:func:`odfproj.engine.file_splits.split_bytes`), so that numbering them needs no count job. The rules
+it follows, Hadoop's line reader's and Spark's CSV reader's (``multiLine=false``):
+
+- A line ends at LF, CR LF or a lone CR; the last line may have no line break.
+- A split ``[s, s + n)`` reads the lines that start in ``(s, s + n]`` (and the first split the line
+  at 0): a split starting inside a line, or at its start, leaves that line to the split before it.
+  So a line starting at byte ``p > 0`` belongs to split ``(p - 1) // n``.
+- A line whose bytes are all at most 0x20 (blank, as Java's ``trim`` sees it) is no record.
+- With ``header``, the first record line of the first split is the header, no record. (If the
+  first split has no record line, Spark would read the header as data in a later split: no count.)
+
+These hold for the charsets whose line breaks and blanks are single ASCII bytes, the only ones
+scanned here. A count that Spark's read does not match is found when the offsets are written
+(:mod:`odfproj.engine.slices`), and the batch is then counted by Spark.
 """
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["records_are_lines"]
+__all__ = ["LineScan", "records_are_lines", "scan_lines"]
 
 _CHUNK = 1 << 22
 _CR, _LF = 13, 10
+#: The greatest byte Java's ``String.trim`` removes: a line of such bytes only is blank.
+_BLANK = 0x20
 #: Charsets in which the separator, quote, escape and line breaks are the same single bytes as in ASCII.
 _ASCII_COMPATIBLE = frozenset({"utf-8", "us-ascii", "iso-8859-1"})
 #: Pieces checked at once: numpy's passes release the GIL, so the scan uses two cores while the next
@@ -33,16 +52,62 @@ _ASCII_COMPATIBLE = frozenset({"utf-8", "us-ascii", "iso-8859-1"})
 _THREADS = 2
 
 
+@dataclass(frozen=True, slots=True)
+class LineScan:
+    """What one pass over a CSV file found."""
+
+    #: No quoted value can span lines (see the module docstring): Spark may cut the file.
+    records_are_lines: bool
+    #: The records of each split of ``split_bytes`` bytes, in file order, header left out; ``None``
+    #: when not asked, when the records are not lines, or when the header would not be dropped.
+    split_records: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    lines: bool
+    #: Record lines per split, or ``None`` when not counting.
+    records: np.ndarray | None = None
+    #: Where the piece's first record line starts in the file, if it has one.
+    first_record: int | None = None
+
+
 def records_are_lines(path: str, *, separator: str, quote: str, escape: str, charset: str) -> bool:
     """True only if no quoted value of ``path`` can span lines (see the module docstring)."""
-    if quote == "":
-        return True  # quoting off: a line break always ends a record
-    if charset not in _ASCII_COMPATIBLE or not all(len(c) == 1 and ord(c) < 128 for c in (separator, quote)):
-        return False
-    q, sep = ord(quote), ord(separator)
-    esc = ord(escape) if len(escape) == 1 and ord(escape) < 128 and escape != quote else None
-    pending: deque[Future[bool]] = deque()
+    return scan_lines(
+        path, separator=separator, quote=quote, escape=escape, charset=charset
+    ).records_are_lines
+
+
+def scan_lines(
+    path: str,
+    *,
+    separator: str,
+    quote: str,
+    escape: str,
+    charset: str,
+    split_bytes: int | None = None,
+    header: bool = False,
+) -> LineScan:
+    """Whether ``path``'s records are lines, and with ``split_bytes`` the records of each split.
+
+    ``header``: the read drops the file's first record line (the CSV read step's ``header``).
+    """
+    ascii_like = charset in _ASCII_COMPATIBLE
+    quotes: tuple[int, int, int | None] | None = None  # quote, separator, escape: what the proof checks
+    if quote != "":
+        if not ascii_like or not all(len(c) == 1 and ord(c) < 128 for c in (separator, quote)):
+            return LineScan(False)
+        esc = ord(escape) if len(escape) == 1 and ord(escape) < 128 and escape != quote else None
+        quotes = (ord(quote), ord(separator), esc)
+    elif not split_bytes or not ascii_like:
+        return LineScan(True)  # quoting off: a line break always ends a record
+    splits = -(-os.path.getsize(path) // split_bytes) if split_bytes else 0
+    records = np.zeros(splits, np.int64) if split_bytes else None
+    first_record: int | None = None
+    pending: deque[Future[_Piece]] = deque()
     rest = b""
+    start = 0  # where in the file the next piece starts
     with open(path, "rb") as f, ThreadPoolExecutor(_THREADS, thread_name_prefix="csv-lines") as pool:
         while True:
             data = f.read(_CHUNK)
@@ -50,14 +115,65 @@ def records_are_lines(path: str, *, separator: str, quote: str, escape: str, cha
             if data:  # whole lines only; the unfinished last line waits for the next piece
                 cut = max(piece.rfind(b"\n"), piece.rfind(b"\r")) + 1
                 piece, rest = piece[:cut], piece[cut:]
-            pending.append(pool.submit(_quotes_pair_up, piece, q, sep, esc))
+            pending.append(pool.submit(_scan_piece, piece, start, quotes, split_bytes, splits))
+            start += len(piece)
             while pending and (len(pending) > _THREADS or pending[0].done() or not data):
-                if not pending.popleft().result():
+                done = pending.popleft().result()
+                if not done.lines:
                     for later in pending:
                         later.cancel()
-                    return False
+                    return LineScan(False)
+                if records is not None and done.records is not None:
+                    records += done.records
+                    if first_record is None:
+                        first_record = done.first_record
             if not data:
-                return True
+                break
+    if records is None:
+        return LineScan(True)
+    if header and first_record is not None:
+        if _split_of(first_record, split_bytes or 1) != 0:
+            return LineScan(True)
+        records[0] -= 1
+    return LineScan(True, tuple(int(n) for n in records))
+
+
+def _split_of(line_start: int, split_bytes: int) -> int:
+    """The split that reads the line starting at ``line_start`` (see the module docstring)."""
+    return max(line_start - 1, 0) // split_bytes
+
+
+def _scan_piece(
+    piece: bytes, start: int, quotes: tuple[int, int, int | None] | None, split_bytes: int | None, splits: int
+) -> _Piece:
+    """One piece of whole lines starting at byte ``start`` of the file: the proof, and its records per split."""
+    if quotes is not None and not _quotes_pair_up(piece, *quotes):
+        return _Piece(False)
+    if not split_bytes:
+        return _Piece(True)
+    starts = _record_starts(piece) + start
+    counts = np.bincount(np.maximum(starts - 1, 0) // split_bytes, minlength=splits)
+    return _Piece(True, counts, int(starts[0]) if starts.size else None)
+
+
+def _record_starts(piece: bytes) -> np.ndarray:
+    """Where in ``piece`` (whole lines) each record line starts: lines with a byte above 0x20."""
+    if not piece:
+        return np.empty(0, np.int64)
+    buf = np.frombuffer(piece, np.uint8)
+    ends = np.flatnonzero(buf == _LF)
+    if _CR in piece:  # a CR ends a line unless an LF follows (then the LF does)
+        cr = np.flatnonzero(buf == _CR)
+        following = buf[np.minimum(cr + 1, buf.size - 1)]
+        lone = cr[(cr + 1 == buf.size) | (following != _LF)]
+        ends = np.sort(np.concatenate((ends, lone)))
+    starts = np.concatenate((np.zeros(1, np.int64), ends + 1))
+    if starts[-1] == buf.size:
+        starts = starts[:-1]  # the piece ends with a line break: no line starts after it
+    filled = buf[starts] > _BLANK
+    if not filled.all():  # a line starting with a blank byte: is any of its bytes above 0x20?
+        filled = np.maximum.reduceat(buf, starts) > _BLANK  # each line with its line break (<= 0x20)
+    return starts[filled]
 
 
 def _quotes_pair_up(piece: bytes, q: int, sep: int, esc: int | None) -> bool:

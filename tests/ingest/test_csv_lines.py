@@ -77,3 +77,83 @@ def test_a_yes_means_no_value_holds_a_line_break(rows, quoting, terminator, size
         assert not spans
     if not any(c in v for row in rows for v in row for c in '"\n\r'):
         assert yes  # plain values, quoted or not: the scan says yes
+
+
+def _records_per_split(data: bytes, split: int, header: bool) -> tuple[int, ...] | None:
+    """The rule of ``csv_lines``' docstring, byte by byte: a line starting at ``p`` is split
+    ``max(p - 1, 0) // split``'s; blank lines are no records; the header is split 0's first record."""
+    counts = [0] * -(-len(data) // split)
+    starts, p = [], 0
+    while p < len(data):
+        end = p
+        while end < len(data) and data[end] not in b"\r\n":
+            end += 1
+        if any(b > 0x20 for b in data[p:end]):
+            starts.append(p)
+        p = end + (2 if data[end : end + 2] == b"\r\n" else 1)
+    for start in starts:
+        counts[max(start - 1, 0) // split] += 1
+    if header and starts:
+        if max(starts[0] - 1, 0) // split:
+            return None
+        counts[0] -= 1
+    return tuple(counts)
+
+
+LINES = st.lists(
+    st.tuples(
+        st.sampled_from(["", " ", "\t ", " 1,a", "2,bb", '"3","c"', "x" * 9]),
+        st.sampled_from(["\n", "\r\n", "\r"]),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lines=LINES,
+    last_break=st.booleans(),
+    header=st.booleans(),
+    split=st.integers(min_value=1, max_value=40),
+    size=st.sampled_from([1, 2, 5, 1 << 20]),
+)
+def test_records_are_counted_per_split_as_the_rule_says(
+    lines, last_break, header, split, size, tmp_path_factory
+) -> None:
+    data = "".join(body + end for body, end in lines)
+    if not last_break:
+        data = data.rstrip("\r\n")
+    path = tmp_path_factory.mktemp("csv") / "data.csv"
+    path.write_bytes(data.encode())
+    csv_lines._CHUNK, old = size, csv_lines._CHUNK
+    try:
+        scan = csv_lines.scan_lines(
+            str(path),
+            separator=",",
+            quote='"',
+            escape="\\",
+            charset="utf-8",
+            split_bytes=split,
+            header=header,
+        )
+    finally:
+        csv_lines._CHUNK = old
+    assert scan.records_are_lines
+    assert scan.split_records == _records_per_split(data.encode(), split, header)
+
+
+def test_no_count_without_a_split_size_or_when_records_span_lines(tmp_path: Path) -> None:
+    path = tmp_path / "data.csv"
+    path.write_text('a,b\n1,"x\ny"\n')
+    assert csv_lines.scan_lines(
+        str(path), separator=",", quote='"', escape="\\", charset="utf-8", split_bytes=4
+    ) == csv_lines.LineScan(False)
+    path.write_text("a,b\n1,2\n")
+    assert (
+        csv_lines.scan_lines(str(path), separator=",", quote='"', escape="\\", charset="utf-8").split_records
+        is None
+    )
+    # Quoting off: no proof needed, but the records are still counted.
+    assert csv_lines.scan_lines(
+        str(path), separator=",", quote="", escape="\\", charset="utf-8", split_bytes=4
+    ).split_records == (2, 0)  # a line starting where a split starts is the split before's
