@@ -17,6 +17,12 @@ Why it is done this way:
   count parses no value) and the write scans them again, which costs less than storing and re-reading
   every row (``number_rows(deterministic=True)``; measured in bench/README.md, issue 36). Should a scan
   ever come back otherwise, the file checks below refuse the batch: nothing is committed.
+- **No count job where the caller knows the counts.** A CSV read line by line is counted, split by
+  split, on the driver's scan of its bytes (``ingest.csv_lines``, ``engine.file_splits``):
+  :func:`number_counted` numbers from those counts, which are a prediction. So the checks are stricter
+  for them: pieces and files must follow each other exactly, and a file one task wrote from several
+  partitions (the one-file and older ways) is read back to see its offsets in a row, since its footer
+  shows only the ends. A miss is :class:`OffsetsMismatch`, and nothing is written.
 - **Files cut on a fixed grid.** File ``k`` holds offsets ``first + k*rows_per_file`` onwards, whatever
   the partitioning: each task writes its rows of cell ``k`` to a file of its own (a partitioned write
   on ``k`` with concurrent writers, so no shuffle and no sort: a task's rows are in offset order), and
@@ -36,12 +42,13 @@ from __future__ import annotations
 import shutil
 import tempfile
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow.parquet as pq
 
 from odfproj.engine.columns import column
@@ -58,8 +65,10 @@ __all__ = [
     "PARTITION_SHIFT",
     "ROWS_PER_FILE_KEY",
     "Numbered",
+    "OffsetsMismatch",
     "WrittenSlice",
     "nullable",
+    "number_counted",
     "number_rows",
     "rows_per_file",
     "write_slices",
@@ -111,9 +120,19 @@ class Numbered:
     first: int
     count: int
     per_partition: tuple[Mapping[str, Any], ...] = ()
+    #: The counts were the caller's (:func:`number_counted`), not Spark's: the files may disagree.
+    predicted: bool = False
 
 
-def _offset_deltas(counts: dict[int, int], first: int) -> dict[int, int]:
+class OffsetsMismatch(EngineError):
+    """The files Spark wrote do not hold the offsets they should: nothing of them may be committed.
+
+    With counts Spark gave (:func:`number_rows`) this means Spark did not do as told; with counts the
+    caller predicted (:func:`number_counted`), that the prediction was wrong, and counting is the way.
+    """
+
+
+def _offset_deltas(counts: Mapping[int, int], first: int) -> dict[int, int]:
     """Per partition: what to add to ``monotonically_increasing_id()`` to get the row's offset."""
     deltas = {}
     base = first
@@ -155,6 +174,37 @@ def number_rows(
     )
     counts = {int(row[_PARTITION]): int(row[_COUNT]) for row in rows}
     values = tuple({name: row[name] for name in aggregates} for row in rows)
+    return _numbered(stable, offset_column, first, counts, values)
+
+
+def number_counted(
+    records: DataFrame,
+    offset_column: str,
+    first: int,
+    counts: Sequence[int],
+    per_partition: tuple[Mapping[str, Any], ...] = (),
+) -> Numbered:
+    """``records`` numbered as :func:`number_rows` numbers them, from the records of each partition the
+    caller already knows (``counts``, by partition index): no Spark job.
+
+    For a scan whose every computation gives the same partitions (a file scan): nothing is pinned.
+    ``per_partition``: the aggregates' values, which the caller must know as well. If Spark's rows do
+    not match ``counts``, :func:`write_slices` raises :class:`OffsetsMismatch` and writes nothing.
+    """
+    known = {partition: count for partition, count in enumerate(counts) if count}
+    return replace(_numbered(records, offset_column, first, known, per_partition), predicted=True)
+
+
+def _numbered(
+    stable: DataFrame,
+    offset_column: str,
+    first: int,
+    counts: Mapping[int, int],
+    values: tuple[Mapping[str, Any], ...],
+) -> Numbered:
+    """``stable`` with its offset column first: each partition's rows from its base on (``counts``)."""
+    from pyspark.sql import functions as F
+
     total = sum(counts.values())
     deltas = _offset_deltas(counts, first)
     if deltas:
@@ -210,6 +260,7 @@ def write_slices(
     spark_at = exchange.writes_at(written)
     name = offset_column or numbered.offset_column
     offset = column(name)
+    pieces_checked = False
     try:
         grid = F.floor((offset - F.lit(numbered.first)) / F.lit(limit)).cast("long")
         codec = driver_codec(out)
@@ -225,6 +276,7 @@ def write_slices(
             exchange.take(written)
             joins = [_joined(cell, name, codec) for cell in sorted(written.glob(f"{_FILE}=*"))]
             slices = sorted((s for s in joins if s is not None), key=lambda s: s.first)
+            pieces_checked = True  # each task's piece of a cell is in a row; the pieces were checked
         else:
             files = -(-numbered.count // limit)
             cut = out.withColumn(_FILE, grid).repartitionByRange(files, F.col(_FILE))
@@ -233,6 +285,9 @@ def write_slices(
             exchange.take(written)
             slices = _slices_of(sorted(written.glob("part-*.parquet")), name)
         _check_grid(slices, numbered, limit)
+        if numbered.predicted and not pieces_checked:
+            for piece in slices:  # one task may have written two partitions' rows: a miscount is inside
+                _check_in_a_row(piece, name)
         named = []
         for i, piece in enumerate(slices):
             path = target / f"slice-{i:06d}-{uuid.uuid4().hex[:8]}.parquet"
@@ -273,7 +328,7 @@ def _joined(cell: Path, offset_column: str, codec: str) -> WrittenSlice | None:
         return pieces[0] if pieces else None
     for before, after in pairwise(pieces):
         if after.first != before.last + 1:
-            raise EngineError(
+            raise OffsetsMismatch(
                 f"Spark wrote offsets {before.first}..{before.last} and {after.first}..{after.last} for one "
                 "data file; nothing was committed"
             )
@@ -318,7 +373,7 @@ def _slices_of(parts: list[Path], offset_column: str) -> list[WrittenSlice]:
         first = min(int(s.min) for s in stats)
         last = max(int(s.max) for s in stats)
         if last - first + 1 != metadata.num_rows:
-            raise EngineError(
+            raise OffsetsMismatch(
                 f"Spark wrote a data file with offsets {first}..{last} but {metadata.num_rows} records; "
                 "nothing was committed"
             )
@@ -326,18 +381,27 @@ def _slices_of(parts: list[Path], offset_column: str) -> list[WrittenSlice]:
     return sorted(slices, key=lambda s: s.first)
 
 
+def _check_in_a_row(piece: WrittenSlice, offset_column: str) -> None:
+    """Every offset of ``piece`` one more than the record's before it (the footer checks only the ends)."""
+    offsets = pq.read_table(piece.path, columns=[offset_column]).column(0).to_numpy()
+    if offsets.size > 1 and not (np.diff(offsets) == 1).all():
+        raise OffsetsMismatch(
+            f"Spark wrote a data file with offsets {piece.first}..{piece.last} not in a row; nothing was committed"
+        )
+
+
 def _check_grid(slices: list[WrittenSlice], numbered: Numbered, limit: int) -> None:
     """Every offset exactly once, files in a row, none over the limit: else Spark did not do as told."""
     expected = numbered.first
     for piece in slices:
         if piece.first != expected or (limit > 0 and piece.count > limit):
-            raise EngineError(
+            raise OffsetsMismatch(
                 f"Spark wrote a data file with offsets {piece.first}..{piece.last} where offset {expected} "
                 f"was due (at most {limit} records per file); nothing was committed"
             )
         expected = piece.last + 1
     if expected != numbered.first + numbered.count:
-        raise EngineError(
+        raise OffsetsMismatch(
             f"Spark wrote offsets {numbered.first}..{expected - 1} of {numbered.first}.."
             f"{numbered.first + numbered.count - 1}; nothing was committed"
         )

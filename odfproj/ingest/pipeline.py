@@ -25,7 +25,10 @@ Decisions, and why:
 - **The commit** is :func:`odfproj.storage.data_commit.commit_data`, shared with transforms.
 - **Offsets** are assigned in the merge output's order (the merge's ordering contract) by
   :func:`odfproj.engine.slices.number_rows`: per-partition counts and a prefix sum, no record
-  reaches the driver. ``last_offset + 1`` onwards, dense. ``system_time`` of every record is the
+  reaches the driver. ``last_offset + 1`` onwards, dense. Records kept in a CSV scan's order are
+  numbered from the counts the read phase took on its pass over the file
+  (:func:`odfproj.engine.slices.number_counted`: no count job) when no aggregate needs their values;
+  should Spark's read not match them, nothing is written and the batch is committed again, counted. ``system_time`` of every record is the
   system time of the block that commits it (millisecond precision).
 - **Columns** are written as ``offset, op, system_time, event_time``, then the user columns, with the
   common data schema's exact types (``int64``, ``int32``, ``timestamp(ms, UTC)``); a ``SetVocab``
@@ -68,7 +71,15 @@ import pyarrow as pa
 from odfproj.engine.columns import cast, column
 from odfproj.engine.driver_slices import collect_small, driver_codec, driver_writable, write_driver_slice
 from odfproj.engine.exchange import driver_spelling
-from odfproj.engine.slices import Numbered, WrittenSlice, nullable, number_rows, write_slices
+from odfproj.engine.slices import (
+    Numbered,
+    OffsetsMismatch,
+    WrittenSlice,
+    nullable,
+    number_counted,
+    number_rows,
+    write_slices,
+)
 from odfproj.engine.spark import SMALL_WORK_RECORDS, SparkEngine, describe_spark_error, is_spark_error
 from odfproj.engine.types import arrow_schema_from_spark, spark_type_from_arrow
 from odfproj.errors import EngineError, OdfprojError
@@ -84,7 +95,7 @@ from odfproj.ingest.merge import (
     sorted_keys_repeat,
 )
 from odfproj.ingest.prepare import prepare
-from odfproj.ingest.read import ReadError, describe_bad_rows, file_of_uri, read_files
+from odfproj.ingest.read import ReadError, describe_bad_rows, file_of_uri, scan_files
 from odfproj.ingest.record_lines import record_line
 from odfproj.ingest.scratch import scratch_folder
 from odfproj.ingest.strategies import merge
@@ -268,10 +279,10 @@ def _ingest_item(
         }
         with engine.small_work(small_ingest(dataset, [prepared.path])):
             with errors_named(where, paths):
-                batch = read_files(
+                scan = scan_files(
                     engine.session, source.read, [prepared.path], materialize=materialize_read(source.merge)
                 )
-                batch = preprocess_batch(engine, batch, source.preprocess, where)
+                batch = preprocess_batch(engine, scan.frame, source.preprocess, where)
             with errors_named(where, paths), bad_rows_described(engine, source.read, prepared.path, where):
                 return commit_batch(
                     dataset,
@@ -286,6 +297,7 @@ def _ingest_item(
                     work_dir=work,
                     paths=paths,
                     scanned=source.preprocess is None,
+                    partition_records=scan.partition_records if source.preprocess is None else None,
                     origin=record_origin(source, [prepared.path], [item.display_name]),
                 )
     finally:
@@ -397,6 +409,7 @@ def commit_batch(
     work_dir: Path,
     paths: Mapping[str, str] | None = None,
     scanned: bool = False,
+    partition_records: Sequence[int] | None = None,
     origin: RecordOrigin | None = None,
     exact_ledger: bool = False,
 ) -> CommittedItem | None:
@@ -407,6 +420,10 @@ def commit_batch(
     local (temporary) file paths to the names to show instead, for errors of a lazily read batch.
     ``scanned``: ``batch`` is the read phase's file scan itself (no preprocess), so every computation
     of it gives the same rows in the same order and records kept in its order need no checkpoint.
+    ``partition_records``: that scan's records in each partition, as the read phase counted them
+    (:class:`odfproj.ingest.read.Scan`): records kept in the scan's order are numbered from them, with
+    no count job, when no aggregate needs the data (the event time is not a column and no NOT NULL
+    column needs checking). Should Spark's scan not match, the batch is committed again, counted.
     ``origin``: where the batch's records come from (:func:`record_origin`), for a CDC merge's refusal.
     ``exact_ledger``: find the rows a Ledger drops before writing, not by checking the written keys (the
     redo when that check found a key twice).
@@ -489,6 +506,8 @@ def commit_batch(
                     _batch_aggregates(records, final, vocab),
                     carried=[EVENT_TIME, *_checked_not_null(records, final, vocab)],
                 )
+            if numbered is None and partition_records and in_batch_order and not from_data:
+                numbered = _numbered_as_read(records, final, vocab, first, partition_records)
             if numbered is None:
                 numbered = number_rows(
                     records,
@@ -508,8 +527,18 @@ def commit_batch(
             written = _write_collected(collected, final, vocab, first, work_dir, codec)
         else:
             out = _laid_out(numbered, final, vocab, stamp)
-            written = write_slices(numbered, out, work_dir, engine.rows_per_file, offset_column=vocab.offset)
-    if unchecked_ledger and _ledger_keys_repeat(written, key, work_dir):
+            try:
+                written = write_slices(
+                    numbered, out, work_dir, engine.rows_per_file, offset_column=vocab.offset
+                )
+            except OffsetsMismatch as e:
+                if not numbered.predicted:
+                    raise
+                _LOG.warning(
+                    "%s: Spark's read did not match the records counted before it (%s); recounting", where, e
+                )
+                written = None
+    if written is None or (unchecked_ledger and _ledger_keys_repeat(written, key, work_dir)):
         return commit_batch(
             dataset,
             engine,
@@ -524,7 +553,7 @@ def commit_batch(
             paths=paths,
             scanned=scanned,
             origin=origin,
-            exact_ledger=True,
+            exact_ledger=exact_ledger or written is not None,
         )
     try:
         if first_snapshot and written:
@@ -722,6 +751,22 @@ def _fit_schema(new: pa.Schema, existing: pa.Schema | None, where: str) -> tuple
 #: The driver path collects them as columns beside the records' own, so no user column may take them.
 _LATEST = "__odfproj_latest"
 _NULLS = "__odfproj_nulls:"
+
+
+def _numbered_as_read(
+    records: DataFrame, final: pa.Schema, vocab: Vocab, first: int, partition_records: Sequence[int]
+) -> Numbered | None:
+    """``records`` (the scan's rows in its order) numbered from the read phase's counts, or ``None``.
+
+    Only where the batch's aggregates need no data: the event time is one value for every record
+    (the fallback's), taken from the first record, and no NOT NULL column is checked.
+    """
+    if sum(partition_records) == 0 or _checked_not_null(records, final, vocab):
+        return None  # counting finds out whether an empty read really is empty
+    latest = records.select(_event_time_value(records).alias(_LATEST)).limit(1).collect()
+    if not latest:
+        return None
+    return number_counted(records, OFFSET, first, partition_records, ({_LATEST: latest[0][_LATEST]},))
 
 
 def _event_time_value(records: DataFrame) -> Column:

@@ -27,7 +27,8 @@ Decisions, and why:
 CSV options and what they become in Spark (``mode=FAILFAST`` is always set; ``multiLine=true`` too, so
 quoted values may span lines, unless a streamed scan proves that no quoted value of any file holds a line
 break (``ingest/csv_lines.py``): a file read with ``multiLine`` is one split, one task, while without it
-Spark cuts the file over all cores):
+Spark cuts the file over all cores; for one such file the same scan counts the records of each of
+Spark's splits (:class:`Scan`), which spares numbering them a Spark job):
 
 ======================  ==========================================================================
 ``separator``           ``sep``
@@ -52,6 +53,7 @@ import json
 import os
 import zipfile
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,11 +61,12 @@ import pyarrow as pa
 
 from odfproj.engine.columns import column
 from odfproj.engine.exchange import exchange_of, local_of_any
+from odfproj.engine.file_splits import split_bytes
 from odfproj.engine.spark import SparkFailure, is_spark_error, spark_failures
 from odfproj.engine.types import spark_type_from_arrow
 from odfproj.errors import EngineError, InvalidValueError
 from odfproj.ingest.csv_header import check_header_only_files
-from odfproj.ingest.csv_lines import records_are_lines
+from odfproj.ingest.csv_lines import scan_lines
 from odfproj.ingest.errors import IngestError
 from odfproj.odf import model
 from odfproj.odf.ddl import parse_ddl_schema
@@ -101,6 +104,17 @@ class ReadError(IngestError, EngineError):
     """
 
 
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """A read's DataFrame and, where the read phase could tell, its partitions' records."""
+
+    frame: DataFrame
+    #: The records Spark's scan gives each partition, by partition index (a CSV read line by line,
+    #: counted on the driver's pass over its bytes: ``ingest.csv_lines``); ``None`` if not known. A
+    #: prediction: Spark's read must be checked against it (``engine.slices.number_counted``).
+    partition_records: tuple[int, ...] | None = None
+
+
 def read_files(
     spark: SparkSession,
     read: model.ReadStep,
@@ -109,6 +123,18 @@ def read_files(
     materialize: bool = True,
     file_column: str | None = None,
 ) -> DataFrame:
+    """Read local ``paths`` (all in the same format) as ``read`` describes (:func:`scan_files`'s frame)."""
+    return scan_files(spark, read, paths, materialize=materialize, file_column=file_column).frame
+
+
+def scan_files(
+    spark: SparkSession,
+    read: model.ReadStep,
+    paths: Sequence[str | Path],
+    *,
+    materialize: bool = True,
+    file_column: str | None = None,
+) -> Scan:
     """Read local ``paths`` (all in the same format) as ``read`` describes.
 
     With ``materialize`` (the default) the data is parsed now, so every format and type error surfaces
@@ -138,9 +164,10 @@ def read_files(
         return ReadError(bad if bad is not None else f"cannot read {failure.file or what}: {failure.message}")
 
     with spark_failures(unreadable):
-        df = reader(spark, read, files, declared) if files else None
-        if df is None:
-            df = _empty(spark, declared, what)
+        scan = reader(spark, read, files, declared) if files else None
+        if not isinstance(scan, Scan):
+            scan = Scan(scan if scan is not None else _empty(spark, declared, what))
+        df = scan.frame
         if file_column is not None and len(files) > 1:
             df = df.withColumn(file_column, _input_file_name())
         if materialize:
@@ -149,7 +176,7 @@ def read_files(
         raise ReadError(
             f"{what} holds no data and the read step declares no schema, so its columns are unknown"
         )
-    return df
+    return Scan(df, scan.partition_records if df is scan.frame else None)
 
 
 def _input_file_name() -> Column:
@@ -274,25 +301,47 @@ def csv_options(step: model.ReadStepCsv) -> dict[str, str]:
 
 def _read_csv(
     spark: SparkSession, step: model.ReadStepCsv, files: list[str], declared: pa.Schema | None
-) -> DataFrame:
+) -> Scan:
     options = csv_options(step)
     _check_text(files, options["encoding"])
     check_header_only_files(step, files, declared, options["encoding"])
-    if all(
-        records_are_lines(
-            f,
-            separator=options.get("sep", ","),
-            quote=options.get("quote", '"'),
-            escape=options.get("escape", "\\"),
-            charset=options["encoding"],
+    # One file read line by line: the scan that proves it also counts the records of Spark's splits.
+    split = (
+        split_bytes(spark, Path(files[0]).stat().st_size)
+        if len(files) == 1 and _splittable(files[0])
+        else None
+    )
+    scans = []
+    for f in files:
+        scans.append(
+            scan_lines(
+                f,
+                separator=options.get("sep", ","),
+                quote=options.get("quote", '"'),
+                escape=options.get("escape", "\\"),
+                charset=options["encoding"],
+                split_bytes=split,
+                header=options.get("header") == "true",
+            )
         )
-        for f in files
-    ):
+        if not scans[-1].records_are_lines:
+            break
+    if all(scan.records_are_lines for scan in scans):
         options["multiLine"] = "false"  # no quoted line break: Spark may split the files over all cores
     reader = spark.read.options(**options)
     if declared is not None:
         reader = reader.schema(_spark_schema(declared))
-    return reader.csv(_in_spark(spark, files))
+    counted = scans[0].split_records if len(scans) == 1 and options["multiLine"] == "false" else None
+    return Scan(reader.csv(_in_spark(spark, files)), counted)
+
+
+#: File name endings Hadoop reads through a compression codec: their bytes are not the text's.
+_CODEC_SUFFIXES = (".gz", ".bz2", ".deflate", ".lz4", ".snappy", ".zst", ".br", ".lzo", ".xz")
+
+
+def _splittable(path: str) -> bool:
+    """Whether Spark cuts ``path`` at byte positions of its text (no codec by its name)."""
+    return not path.lower().endswith(_CODEC_SUFFIXES)
 
 
 #: How many malformed rows an error shows: enough to see a pattern, short enough for one line.
@@ -744,7 +793,7 @@ def _shapefile_to_arrow(reader: Any) -> pa.Table:
     return pa.table([*arrays, pa.array(geometries, pa.utf8())], names=[*names, GEOMETRY])
 
 
-_READERS: dict[type, Callable[[SparkSession, Any, list[str], pa.Schema | None], DataFrame]] = {
+_READERS: dict[type, Callable[[SparkSession, Any, list[str], pa.Schema | None], DataFrame | Scan]] = {
     model.ReadStepCsv: _read_csv,
     model.ReadStepJson: _read_json,
     model.ReadStepNdJson: _read_ndjson,
