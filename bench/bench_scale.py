@@ -7,6 +7,9 @@ What it measures (``--rows``, default 20,000,000 rows of id BIGINT, name STRING,
   counts, files written by Spark tasks, streamed hashes, one atomic commit), each interleaved with
   plain ``spark.read.csv(...).write.parquet(...)`` of the same file (A, B, A, B ...: the machine is
   shared, so the ratio is taken between neighbours in one run, with the load average at each pair).
+* **Columns**, the floor of an Append: the plain job against the same job writing the four columns ODF
+  stores before the data (an offset per record, the op, the system and event times, with odfproj's
+  types), interleaved likewise. Not a scenario of the default set: ``--scenarios columns``.
 * **Derivatives** over the Append dataset: a filter (``WHERE value >= 500``) and an aggregation
   (``GROUP BY city``), each brought up to date once (``update_derivative``).
 
@@ -129,7 +132,7 @@ def worker(scenario: str, project: Path, work: Path, repeat: int, rows_per_file:
                 loads.append(os.getloadavg()[0])
                 target = work / f"plain-{scenario}-{i}"
                 start = time.perf_counter()
-                spark.read.csv(str(csv), header=True, schema=", ".join(SCHEMA)).write.parquet(str(target))
+                _read(spark, csv).write.parquet(str(target))
                 plain.append(time.perf_counter() - start)
                 shutil.rmtree(target, ignore_errors=True)
                 ws = Workspace(work / f"ws-{scenario}-{i}")
@@ -141,6 +144,21 @@ def worker(scenario: str, project: Path, work: Path, repeat: int, rows_per_file:
                 out["records"] = result.records_added
                 shutil.rmtree(work / f"ws-{scenario}-{i}", ignore_errors=True)
             out.update(plain_s=plain, odfproj_s=ours, blocks=blocks, load=loads)
+        elif scenario == "columns":  # the floor: the plain job writing ODF's four system columns too
+            plain, ours, loads = [], [], []
+            for i in range(repeat):
+                loads.append(os.getloadavg()[0])
+                for timings, frame in (
+                    (plain, _read(spark, csv)),
+                    (ours, _with_system_columns(_read(spark, csv))),
+                ):
+                    target = work / f"columns-{i}"
+                    start = time.perf_counter()
+                    frame.write.parquet(str(target))
+                    timings.append(time.perf_counter() - start)
+                    shutil.rmtree(target, ignore_errors=True)
+            out.update(plain_s=plain, odfproj_s=ours, blocks=0, load=loads, records=0)
+            out["label"] = "plain with ODF's system columns"
         else:  # derivatives: a filter and an aggregation over an Append dataset
             ws = Workspace(work / "ws-derivatives")
             root = ws.create(
@@ -176,6 +194,25 @@ def worker(scenario: str, project: Path, work: Path, repeat: int, rows_per_file:
         _reap_jvm()
     out.update(_usage())
     return out
+
+
+def _read(spark, csv: Path):
+    return spark.read.csv(str(csv), header=True, schema=", ".join(SCHEMA))
+
+
+def _with_system_columns(frame):
+    """``frame`` with columns of the types and values an Append stores before its own: an offset per
+    record (not dense: only the cost counts), the op, and the system and event times of the batch."""
+    from pyspark.sql import functions as F
+
+    now = F.lit(datetime.now(UTC).replace(tzinfo=None)).cast("timestamp")
+    return frame.select(
+        F.monotonically_increasing_id().alias("offset"),
+        F.lit(0).cast("int").alias("op"),
+        now.alias("system_time"),
+        now.alias("event_time"),
+        "*",
+    )
 
 
 def _reap_jvm() -> None:
@@ -242,8 +279,9 @@ def _report(r: dict) -> None:
     rss = f"Python peak RSS {r['python_peak_mb']:.0f} MB, JVM (children) peak RSS {r['children_peak_mb']:.0f} MB"
     if "plain_s" in r:
         pairs = ", ".join(f"{o / p:.2f}" for o, p in zip(r["odfproj_s"], r["plain_s"], strict=True))
+        held = f"{r['records']:,} records in {r['blocks']} blocks; " if r["blocks"] else ""
         print(
-            f"{r['scenario']}: {r['records']:,} records in {r['blocks']} blocks; odfproj "
+            f"{r['scenario']}: {held}{r.get('label', 'odfproj')} "
             f"{', '.join(f'{t:.1f}' for t in r['odfproj_s'])} s, plain "
             f"{', '.join(f'{t:.1f}' for t in r['plain_s'])} s; ratio per A/B pair {pairs}; "
             f"best/best {min(r['odfproj_s']) / min(r['plain_s']):.2f}; load average (1 min) at each pair "
