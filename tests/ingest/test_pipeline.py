@@ -261,8 +261,12 @@ def _failing(ws: Workspace, project: Path, source: model.SetPollingSource, spark
 
 @pytest.mark.parametrize(
     "merge",
-    [model.MergeStrategyAppend(), model.MergeStrategyLedger(primary_key=("id",))],
-    ids=["lazy", "eager"],
+    [
+        model.MergeStrategyAppend(),
+        model.MergeStrategyLedger(primary_key=("id",)),
+        model.MergeStrategySnapshot(primary_key=("id",)),  # a first snapshot: read lazily too
+    ],
+    ids=["append", "ledger", "first-snapshot"],
 )
 def test_malformed_csv_names_dataset_source_and_file(spark, project, ws, merge):
     (project / "data" / "x.csv").write_text("id,name,value\n1,a,1\nnot-a-number,b,2\n")
