@@ -7,9 +7,10 @@ What it measures (``--rows``, default 20,000,000 rows of id BIGINT, name STRING,
   counts, files written by Spark tasks, streamed hashes, one atomic commit), each interleaved with
   plain ``spark.read.csv(...).write.parquet(...)`` of the same file (A, B, A, B ...: the machine is
   shared, so the ratio is taken between neighbours in one run, with the load average at each pair).
-* **Columns**, the floor of an Append: the plain job against the same job writing the four columns ODF
-  stores before the data (an offset per record, the op, the system and event times, with odfproj's
-  types), interleaved likewise. Not a scenario of the default set: ``--scenarios columns``.
+* **Columns**, the floors of an ingest: the plain job, the same job writing the four columns ODF stores
+  before the data (an offset per record, the op, the system and event times, with odfproj's types: an
+  Append's least work), and that sorted by ``id`` (a Snapshot's least: its records are in key order),
+  interleaved likewise. Not a scenario of the default set: ``--scenarios columns``.
 * **Derivatives** over the Append dataset: a filter (``WHERE value >= 500``) and an aggregation
   (``GROUP BY city``), each brought up to date once (``update_derivative``).
 
@@ -144,21 +145,25 @@ def worker(scenario: str, project: Path, work: Path, repeat: int, rows_per_file:
                 out["records"] = result.records_added
                 shutil.rmtree(work / f"ws-{scenario}-{i}", ignore_errors=True)
             out.update(plain_s=plain, odfproj_s=ours, blocks=blocks, load=loads)
-        elif scenario == "columns":  # the floor: the plain job writing ODF's four system columns too
-            plain, ours, loads = [], [], []
+        elif scenario == "columns":  # the floors: the plain job writing ODF's system columns, and sorted too
+            jobs = {
+                "plain": lambda: _read(spark, csv),
+                "with ODF's system columns": lambda: _with_system_columns(_read(spark, csv)),
+                "sorted by id, with the columns": lambda: _with_system_columns(
+                    _read(spark, csv).orderBy("id")
+                ),
+            }
+            timings: dict[str, list[float]] = {name: [] for name in jobs}
+            loads = []
             for i in range(repeat):
                 loads.append(os.getloadavg()[0])
-                for timings, frame in (
-                    (plain, _read(spark, csv)),
-                    (ours, _with_system_columns(_read(spark, csv))),
-                ):
+                for name, frame in jobs.items():
                     target = work / f"columns-{i}"
                     start = time.perf_counter()
-                    frame.write.parquet(str(target))
-                    timings.append(time.perf_counter() - start)
+                    frame().write.parquet(str(target))
+                    timings[name].append(time.perf_counter() - start)
                     shutil.rmtree(target, ignore_errors=True)
-            out.update(plain_s=plain, odfproj_s=ours, blocks=0, load=loads, records=0)
-            out["label"] = "plain with ODF's system columns"
+            out.update(floors=timings, load=loads)
         else:  # derivatives: a filter and an aggregation over an Append dataset
             ws = Workspace(work / "ws-derivatives")
             root = ws.create(
@@ -277,11 +282,17 @@ def main() -> None:
 
 def _report(r: dict) -> None:
     rss = f"Python peak RSS {r['python_peak_mb']:.0f} MB, JVM (children) peak RSS {r['children_peak_mb']:.0f} MB"
+    if "floors" in r:
+        plain = r["floors"]["plain"]
+        for name, runs in r["floors"].items():
+            ratios = ", ".join(f"{t / p:.2f}" for t, p in zip(runs, plain, strict=True))
+            print(f"columns: {name} {', '.join(f'{t:.1f}' for t in runs)} s; against plain {ratios}")
+        print(f"  load average (1 min) at each round {', '.join(f'{x:.1f}' for x in r['load'])}; {rss}")
+        return
     if "plain_s" in r:
         pairs = ", ".join(f"{o / p:.2f}" for o, p in zip(r["odfproj_s"], r["plain_s"], strict=True))
-        held = f"{r['records']:,} records in {r['blocks']} blocks; " if r["blocks"] else ""
         print(
-            f"{r['scenario']}: {held}{r.get('label', 'odfproj')} "
+            f"{r['scenario']}: {r['records']:,} records in {r['blocks']} blocks; odfproj "
             f"{', '.join(f'{t:.1f}' for t in r['odfproj_s'])} s, plain "
             f"{', '.join(f'{t:.1f}' for t in r['plain_s'])} s; ratio per A/B pair {pairs}; "
             f"best/best {min(r['odfproj_s']) / min(r['plain_s']):.2f}; load average (1 min) at each pair "
