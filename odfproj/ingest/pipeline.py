@@ -28,8 +28,9 @@ Decisions, and why:
   reaches the driver. ``last_offset + 1`` onwards, dense. Records kept in a CSV scan's order are
   numbered from the counts the read phase took on its pass over the file
   (:func:`odfproj.engine.slices.number_counted`: no count job) when no aggregate needs their values;
-  should Spark's read not match them, nothing is written and the batch is committed again, counted. ``system_time`` of every record is the
-  system time of the block that commits it (millisecond precision).
+  should Spark's read not match them, nothing is written and the batch is committed again, counted.
+  ``system_time`` of every record is the system time of the block that commits it (millisecond
+  precision).
 - **Columns** are written as ``offset, op, system_time, event_time``, then the user columns, with the
   common data schema's exact types (``int64``, ``int32``, ``timestamp(ms, UTC)``); a ``SetVocab``
   renames the system columns in the file as it says. Against an existing schema the user columns are
@@ -515,7 +516,11 @@ def commit_batch(
                     _batch_aggregates(records, final, vocab),
                     carried=[EVENT_TIME, *_checked_not_null(records, final, vocab)],
                 )
-            if numbered is None and partition_records and in_batch_order and not from_data:
+            # The scan's own rows in its order: an Append's, or a Ledger's written whole (none dropped).
+            as_scanned = in_batch_order and (
+                unchecked_ledger or isinstance(merge_strategy, model.MergeStrategyAppend)
+            )
+            if numbered is None and partition_records and as_scanned and not from_data:
                 numbered = _numbered_as_read(records, final, vocab, first, partition_records)
             if numbered is None:
                 numbered = number_rows(

@@ -137,3 +137,28 @@ def test_a_wrong_count_is_found_before_the_commit_and_the_batch_counted(
     assert blocks == expected
     assert counted.calls == 1
     assert any("did not match the records counted before it" in m for m in caplog.messages), writer
+
+
+def test_a_ledger_that_drops_seen_keys_is_counted_not_predicted(spark, project, ws, monkeypatch, caplog):
+    """Its records are the scan less the keys seen before: the scan's counts are not theirs."""
+    monkeypatch.setattr(pipeline, "small_ingest", lambda *args: False)
+    source = model.SetPollingSource(
+        fetch=model.FetchStepFilesGlob(path="data/part-*.csv"),
+        read=model.ReadStepCsv(header=True, schema=("id BIGINT", "name STRING")),
+        merge=model.MergeStrategyLedger(primary_key=("id",)),
+    )
+    dataset = ws.create("ledger", model.DatasetKind.Root, events=[source], system_time=T0)
+    engine = SparkEngine(RecordingHolder(spark), rows_per_file=7)  # type: ignore[arg-type]
+    for part, ids in enumerate((range(0, 30), range(20, 50)), start=1):
+        (project / "data" / f"part-{part}.csv").write_text("id,name\n" + "".join(f"{i},n{i}\n" for i in ids))
+        counted = _Counted()
+        monkeypatch.setattr(pipeline, "number_rows", counted)
+        with caplog.at_level(logging.WARNING, logger=pipeline.__name__):
+            pipeline.ingest_polling(
+                dataset, engine, project_root=project, system_time=T0.replace(minute=part)
+            )
+        assert counted.calls == (0 if part == 1 else 1)  # the first is the scan whole, the second is not
+    assert not any("did not match" in m for m in caplog.messages)
+    table = records(dataset)
+    assert table.column("id").to_pylist() == table.column("offset").to_pylist() == list(range(50))
+    assert verify_dataset(dataset) == []
