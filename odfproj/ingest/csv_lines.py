@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["LineScan", "records_are_lines", "scan_lines"]
+__all__ = ["LineScan", "scan_lines"]
 
 _CHUNK = 1 << 22
 _CR, _LF = 13, 10
@@ -70,13 +70,6 @@ class _Piece:
     records: np.ndarray | None = None
     #: Where the piece's first record line starts in the file, if it has one.
     first_record: int | None = None
-
-
-def records_are_lines(path: str, *, separator: str, quote: str, escape: str, charset: str) -> bool:
-    """True only if no quoted value of ``path`` can span lines (see the module docstring)."""
-    return scan_lines(
-        path, separator=separator, quote=quote, escape=escape, charset=charset
-    ).records_are_lines
 
 
 def scan_lines(

@@ -1,4 +1,4 @@
-"""``records_are_lines``: a "yes" must be a proof that no quoted value spans lines (no JVM needed)."""
+"""``scan_lines``: a "records are lines" must be a proof that no quoted value spans lines (no JVM needed)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from odfproj.ingest import csv_lines
-from odfproj.ingest.csv_lines import records_are_lines
+from odfproj.ingest.csv_lines import scan_lines
 
 
 def _scan(tmp_path: Path, content: str | bytes, *, charset: str = "utf-8", escape: str = "\\") -> bool:
     path = tmp_path / "data.csv"
     path.write_bytes(content.encode() if isinstance(content, str) else content)
-    return records_are_lines(str(path), separator=",", quote='"', escape=escape, charset=charset)
+    return scan_lines(str(path), separator=",", quote='"', escape=escape, charset=charset).records_are_lines
 
 
 @pytest.mark.parametrize(
@@ -48,7 +48,7 @@ def test_small_files_in_every_piece_size(tmp_path: Path, monkeypatch, content: s
 def test_quoting_off_and_other_charsets(tmp_path: Path) -> None:
     path = tmp_path / "data.csv"
     path.write_text('a"\nb\n')
-    assert records_are_lines(str(path), separator=",", quote="", escape="\\", charset="utf-8")
+    assert scan_lines(str(path), separator=",", quote="", escape="\\", charset="utf-8").records_are_lines
     assert not _scan(tmp_path, '"a"\n'.encode("utf-16"), charset="utf-16")  # quote is not one byte there
 
 
