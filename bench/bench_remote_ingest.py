@@ -16,7 +16,7 @@ DOUBLE, city STRING), and runs A/B pairs, each side a process of its own timed f
 The pairs alternate (A, B, A, B...) and the ratio is taken within each pair, with the load average at its
 start. odfproj's peak RSS is its Python process's (VmHWM); the JVM is a process of its own.
 
-    .venv/bin/python bench/bench_remote_ingest.py [--rows 20000000] [--merge Append] [--repeat 2]
+    .venv/bin/python bench/bench_remote_ingest.py [--rows 20000000] [--merge Append] [--repeat 2] [--plain-v2]
 """
 
 from __future__ import annotations
@@ -48,6 +48,8 @@ csv = project / "data" / "rows.csv"
 holder = SparkSessionHolder(spark_settings(load_project(project), None))
 holder.size_work_by(lambda: csv.stat().st_size)  # the JIT of a plain JVM for a large file, as run's
 spark = holder.get()
+for setting in sys.argv[4:]:  # --plain-v2: the file committer's algorithm 2 (one rename per file, not two)
+    spark.conf.set(*setting.split("=", 1))
 spark.read.csv(str(csv), header=True, schema=sys.argv[3]).write.parquet(target)
 holder.stop()
 """
@@ -64,10 +66,17 @@ def project_at(folder: Path, csv: Path, merge: str) -> Path:
     return folder
 
 
-def plain(project: Path, env: dict[str, str], target: str) -> float:
+#: The setting of ``--plain-v2``: Hadoop's file committer renames each task's file once, into place, instead of
+#: twice (into the job's folder at task commit, then into place at job commit). On S3A a rename is a copy.
+COMMITTER_V2 = (
+    "mapreduce.fileoutputcommitter.algorithm.version=2"  # a session setting reaches the write's Hadoop conf
+)
+
+
+def plain(project: Path, env: dict[str, str], target: str, *settings: str) -> float:
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-c", _PLAIN, str(project), target, ", ".join(SCHEMA)],
+        [sys.executable, "-c", _PLAIN, str(project), target, ", ".join(SCHEMA), *settings],
         env=env,
         capture_output=True,
         text=True,
@@ -84,6 +93,9 @@ def main() -> int:
     parser.add_argument("--merge", choices=("Append", "Ledger", "Snapshot"), default="Append")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--work", type=Path, default=None)
+    parser.add_argument(
+        "--plain-v2", action="store_true", help="also time plain Spark with the file committer's algorithm 2"
+    )
     args = parser.parse_args()
 
     server, aws = start_store()
@@ -103,7 +115,8 @@ def main() -> int:
             load = os.getloadavg()[0]
             a = plain(project, env, f"s3a://{BUCKET}/plain-{i}")
             b = run(project, env, f"odfproj run {i}")
-            rows.append((load, a, b))
+            v2 = plain(project, env, f"s3a://{BUCKET}/plain-v2-{i}", COMMITTER_V2) if args.plain_v2 else None
+            rows.append((load, a, b, v2))
             shutil.rmtree(project / ".odf", ignore_errors=True)
         load = os.getloadavg()
         print(
@@ -112,14 +125,17 @@ def main() -> int:
         )
         size = csv.stat().st_size / 2**20
         print(f"# {args.rows:,} rows ({size:.0f} MiB of CSV), {args.merge} root, workspace on moto S3")
+        v2_head = " plain, committer v2 | ratio to it |" if args.plain_v2 else ""
         print(
-            "| pair | load (1 min) | plain Spark to S3 | odfproj run | ratio | odfproj written | driver peak RSS |"
+            "| pair | load (1 min) | plain Spark to S3 | odfproj run | ratio |"
+            f"{v2_head} odfproj written | driver peak RSS |"
         )
-        print("| --- | --- | --- | --- | --- | --- | --- |")
-        for i, (load_1, a, b) in enumerate(rows):
+        print("| --- " * (7 + 2 * args.plain_v2) + "|")
+        for i, (load_1, a, b, v2) in enumerate(rows):
+            v2_cells = f" {v2:.1f} s | {b['seconds'] / v2:.2f} |" if v2 is not None else ""
             print(
-                f"| {i + 1} | {load_1:.2f} | {a:.1f} s | {b['seconds']:.1f} s | {b['seconds'] / a:.2f} "
-                f"| {b['written']} | {b['peak_mb']:.0f} MB |"
+                f"| {i + 1} | {load_1:.2f} | {a:.1f} s | {b['seconds']:.1f} s | {b['seconds'] / a:.2f} |"
+                f"{v2_cells} {b['written']} | {b['peak_mb']:.0f} MB |"
             )
     finally:
         server.stop()  # type: ignore[attr-defined]
