@@ -131,6 +131,12 @@ class ObjectStore(ABC):
     def put_file(self, key: str, path: Path) -> None:
         """Write the object from a local file, streaming; readers see the old, the new or none, never a part."""
 
+    def copy_from(self, source: ObjectStore, source_key: str, key: str) -> bool:
+        """Make ``key`` a copy of ``source``'s object ``source_key`` where both lie, no byte passing through
+        this process (S3's server-side copy, a folder's link); ``False`` when these two stores cannot, and
+        then nothing was written: the caller sends the bytes itself."""
+        return False
+
     @abstractmethod
     def delete(self, key: str) -> None: ...
 
@@ -231,6 +237,26 @@ class FolderStore(ObjectStore):
                 return False
             self.put(key, data)
             return True
+
+    def copy_from(self, source: ObjectStore, source_key: str, key: str) -> bool:
+        """A hard link where both folders share a file system (objects are never written in place), else a
+        copy on this machine, which is what the bytes would cost through any other route."""
+        if not isinstance(source, FolderStore):
+            return False
+        origin, target = source._path(source_key), self._path(key)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.tmp-{new_txid()}")
+            try:
+                os.link(origin, tmp)
+            except OSError:
+                self.put_file(key, origin)
+                return True
+            os.replace(tmp, target)
+            fsync_dir(target.parent)
+        except OSError as e:
+            raise RemoteError(f"{self.url}: cannot write {key}: {e.strerror}") from None
+        return True
 
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
@@ -383,13 +409,7 @@ class S3Store(ObjectStore):
         interrupted midway leaves parts that S3 bills until a bucket lifecycle rule (or the next
         upload of the same key) clears them, which docs/guide/remote.md says.
         """
-        from boto3.s3.transfer import TransferConfig
-
-        config = TransferConfig(
-            multipart_threshold=MULTIPART_THRESHOLD,
-            multipart_chunksize=MULTIPART_PART_SIZE,
-            max_concurrency=MULTIPART_THREADS,
-        )
+        config = _transfer_config()
         TRANSFERS.add(bytes_out=path.stat().st_size)
         self._call(
             f"writing {key}",
@@ -413,6 +433,23 @@ class S3Store(ObjectStore):
             return True
 
         return self._call(f"writing {key}", call)
+
+    def copy_from(self, source: ObjectStore, source_key: str, key: str) -> bool:
+        """S3's own copy (CopyObject, or UploadPartCopy in parts above :data:`MULTIPART_THRESHOLD`): one
+        request per part, no byte through this process. Only between prefixes one endpoint serves."""
+        if (
+            not isinstance(source, S3Store)
+            or source.client.meta.endpoint_url != self.client.meta.endpoint_url
+        ):
+            return False
+        config = _transfer_config()
+        origin = {"Bucket": source.bucket, "Key": source._key(source_key)}
+        TRANSFERS.add()
+        self._call(
+            f"copying {source}/{source_key} to {key}",
+            lambda: self.client.copy(origin, self.bucket, self._key(key), Config=config),
+        )
+        return True
 
     def delete(self, key: str) -> None:
         TRANSFERS.add()
@@ -441,6 +478,17 @@ class S3Store(ObjectStore):
     def spark_uri(self, key: str) -> str | None:
         """Hadoop's S3A connector's spelling of the object (``s3a://BUCKET/KEY``)."""
         return f"s3a://{self.bucket}/{self._key(key)}"
+
+
+def _transfer_config() -> Any:
+    """boto3's managed transfers in odfproj's parts: one request below the threshold, parts above it."""
+    from boto3.s3.transfer import TransferConfig
+
+    return TransferConfig(
+        multipart_threshold=MULTIPART_THRESHOLD,
+        multipart_chunksize=MULTIPART_PART_SIZE,
+        max_concurrency=MULTIPART_THREADS,
+    )
 
 
 class HttpStore(ObjectStore):

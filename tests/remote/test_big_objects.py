@@ -123,3 +123,31 @@ def test_copying_an_object_does_not_hold_it_in_memory(tmp_path: Path, bucket: st
     # Holding the object whole would add at least its 48 MiB; measured: about 8 MiB (boto3's
     # buffers of the parts in flight; downloads go 1 MiB at a time).
     assert grown < 32 * MiB, f"the copy grew the peak resident size by {grown / MiB:.0f} MiB"
+
+
+def test_a_copy_within_s3_goes_in_parts_and_no_byte_passes_through_this_process(
+    tmp_path: Path, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import boto3
+
+    from odfproj.storage.object_store import TRANSFERS
+
+    monkeypatch.setattr(store_module, "MULTIPART_THRESHOLD", 5 * MiB)
+    monkeypatch.setattr(store_module, "MULTIPART_PART_SIZE", 6 * MiB)
+    source, physical = _object(tmp_path / "source", 12 * MiB)
+    remote = open_store(bucket)
+    staged = remote.child(".exchange").child("token")
+    staged.put_file("part-0.parquet", tmp_path / "source" / "data" / physical.to_multibase())
+    key = f"data/{physical.to_multibase()}"
+
+    before = TRANSFERS.now()
+    assert remote.child("ws").copy_from(staged, "part-0.parquet", key)
+    moved = TRANSFERS.now() - before
+    assert moved.bytes_in == moved.bytes_out == 0
+    head = boto3.client("s3").head_object(Bucket=remote.bucket, Key=f"{remote.prefix}/ws/{key}")
+    assert head["ETag"].strip('"').endswith("-2")  # UploadPartCopy of two parts, not one CopyObject
+    check_object(remote.child("ws"), "data", physical, 12 * MiB)  # the same bytes
+    # Stores the endpoint cannot copy between: the caller sends the bytes itself, nothing written.
+    assert not remote.copy_from(source, f"data/{physical.to_multibase()}", "elsewhere")
+    assert not source.copy_from(remote.child("ws"), key, "elsewhere")
+    assert not remote.exists("elsewhere") and not (tmp_path / "source" / "elsewhere").exists()
