@@ -24,10 +24,12 @@ import atexit
 import contextlib
 import threading
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from odfproj.storage import copies_in_store
 from odfproj.storage.object_copy import write_stream
 from odfproj.storage.object_store import ObjectStore, open_store
 
@@ -88,20 +90,40 @@ class Exchange:
         """Where Spark writes the folder the driver then takes into ``local`` (:meth:`take`)."""
         return str(Path(local).absolute()) if self.store is None else self._uri(self._key(local))
 
-    def take(self, local: Path) -> None:
+    def take(self, local: Path, *, keep: bool = False) -> dict[Path, str]:
         """Bring what Spark wrote at :meth:`writes_at` into the folder ``local`` and remove it from the store.
 
         Every file under the folder keeps its relative path (a partitioned write's ``k=v/`` folders);
         each streams to disk, never whole in memory. Nothing to do on the local disk.
+
+        ``keep``: the store's copies stay, and the files brought down are returned with their keys. The
+        caller remembers those it commits (:meth:`remember_copy`: the commit moves them within the store
+        instead of sending them up again) and :meth:`release` the rest.
         """
         if self.store is None:
-            return
+            return {}
         prefix = self._key(local) + "/"
+        taken: dict[Path, str] = {}
         for key in self.store.list(prefix):
             chunks = self.store.open_chunks(key)
             if chunks is not None:
-                write_stream(chunks, Path(local) / key[len(prefix) :], durable=False)
-            self.store.delete(key)
+                path = Path(local) / key[len(prefix) :]
+                write_stream(chunks, path, durable=False)
+                taken[path] = key
+            if not keep:
+                self.store.delete(key)
+        return taken
+
+    def remember_copy(self, path: Path, key: str) -> None:
+        """``path`` (a file :meth:`take` brought down, maybe renamed since) still has its bytes at ``key``."""
+        assert self.store is not None
+        copies_in_store.remember(path, copies_in_store.CopyInStore(self.store, key))
+
+    def release(self, keys: Iterable[str]) -> None:
+        """Remove copies :meth:`take` kept that nothing will move."""
+        if self.store is not None:
+            for key in keys:
+                self.store.delete(key)
 
     def drop(self, local: Path) -> None:
         """Remove the store's copy of ``local`` (a file given to Spark, or a folder Spark wrote)."""

@@ -267,13 +267,13 @@ def write_slices(
         if limit <= 0 or numbered.count <= limit:
             # The option always, so a session-wide maxRecordsPerFile cannot cut the one file.
             out.coalesce(1).write.mode("overwrite").option("maxRecordsPerFile", "0").parquet(spark_at)
-            exchange.take(written)
+            taken = exchange.take(written, keep=True)
             slices = _slices_of(sorted(written.glob("part-*.parquet")), name)
         elif codec is not None and driver_writable(arrow_schema_from_spark(out.schema)):
             _allow_concurrent_writers(out)
             cells = out.withColumn(_FILE, grid).write.mode("overwrite").partitionBy(_FILE)
             cells.option("maxRecordsPerFile", "0").parquet(spark_at)
-            exchange.take(written)
+            taken = exchange.take(written, keep=True)
             joins = [_joined(cell, name, codec) for cell in sorted(written.glob(f"{_FILE}=*"))]
             slices = sorted((s for s in joins if s is not None), key=lambda s: s.first)
             pieces_checked = True  # each task's piece of a cell is in a row; the pieces were checked
@@ -282,7 +282,7 @@ def write_slices(
             cut = out.withColumn(_FILE, grid).repartitionByRange(files, F.col(_FILE))
             cut = cut.sortWithinPartitions(offset).drop(_FILE)
             cut.write.mode("overwrite").option("maxRecordsPerFile", str(limit)).parquet(spark_at)
-            exchange.take(written)
+            taken = exchange.take(written, keep=True)
             slices = _slices_of(sorted(written.glob("part-*.parquet")), name)
         _check_grid(slices, numbered, limit)
         if numbered.predicted and not pieces_checked:
@@ -293,6 +293,10 @@ def write_slices(
             path = target / f"slice-{i:06d}-{uuid.uuid4().hex[:8]}.parquet"
             piece.path.replace(path)
             named.append(WrittenSlice(path, piece.first, piece.count))
+            key = taken.pop(piece.path, None)
+            if key is not None:  # its bytes move within the store at the commit (storage.copies_in_store)
+                exchange.remember_copy(path, key)
+        exchange.release(taken.values())  # pieces joined into one file, Spark's markers
         shutil.rmtree(written, ignore_errors=True)
         return named
     except BaseException:

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from odfproj.odf.multiformats import Multihash
+from odfproj.storage import copies_in_store
+from odfproj.storage.errors import RemoteError
 from odfproj.storage.layout import DatasetLayout
 from odfproj.storage.object_copy import copy_object, fetch_object
 from odfproj.storage.object_store import FolderStore, ObjectStore
@@ -96,6 +98,34 @@ class ObjectAreas:
             FolderStore(held.parent.parent), store, "data", physical_hash, size or held.stat().st_size
         )
         return uri
+
+    def send_data_ahead(self, path: Path, physical_hash: Multihash) -> bool:
+        """Put the data file ``path``, just described (``physical_hash`` names its bytes), at its place in
+        the origin's store now, ahead of the commit that will name it: a writer overlaps the upload with
+        its next file's describing, and the commit to the store then finds the object sent. ``False``
+        without an origin (a local workspace), for a dataset of a preview environment (its origin is
+        production's prefix, which a command run in an environment never writes), or when the send
+        failed: the commit sends it then, and says what went wrong.
+
+        Bytes Spark wrote into the store and this process took down (``storage.copies_in_store``) are
+        moved within the store instead: the driver never sends them up again. Objects go before heads in
+        every commit, so an object there before its block is harmless (a failed run leaves an orphan).
+        """
+        if self.origin is None or self.origin.mirror.root != self.write.root:
+            return False
+        key = f"data/{physical_hash.to_multibase()}"
+        store = self.origin.store
+        copy = copies_in_store.copy_in_store(path)
+        try:
+            moved = copy is not None and store.copy_from(copy.store, copy.key, key)
+            if not moved and not store.exists(key):
+                store.put_file(key, path)  # the file describe just hashed, in the writer's own folder
+        except RemoteError:
+            return False  # unreachable, or a copy gone with a failed run's exchange: the commit sends it
+        if copy is not None:
+            copy.store.delete(copy.key)
+            copies_in_store.forget(path)
+        return True
 
     def data_held(self, physical_hash: Multihash) -> Path | None:
         """The data file where this machine opens it without fetching it; ``None`` if only the store has it."""

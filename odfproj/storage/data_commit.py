@@ -10,7 +10,8 @@ fail with ``HeadMovedError`` instead of interleaving.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -22,7 +23,7 @@ from odfproj.odf.multiformats import Multihash
 from odfproj.odf.odf_schema import set_data_schema
 from odfproj.odf.odf_versions import writes_odf_schema
 from odfproj.storage.dataset import Dataset
-from odfproj.storage.objects import describe_data_file
+from odfproj.storage.objects import DescribedDataFile, describe_data_file
 from odfproj.storage.projection import ChainProjection
 
 __all__ = ["DataEvent", "SliceFile", "commit_data", "next_offset"]
@@ -95,6 +96,33 @@ def _records_odf_schemas(dataset: Dataset, projection: ChainProjection) -> bool:
     return writes_odf_schema(dataset.block_version(projection.head))
 
 
+class _Sender:
+    """Sends described data files to the store of a remote workspace's dataset, one at a time in a thread
+    of its own (``ObjectAreas.send_data_ahead``); nothing for any other dataset. Leaving it waits for the
+    sends (a failed one is left to the commit to the store, which reports it); leaving on an error or an
+    interrupt drops the sends not started."""
+
+    def __init__(self, dataset: Dataset) -> None:
+        self._dataset = dataset
+        self._pool = ThreadPoolExecutor(1, "odfproj-send") if dataset.objects.origin is not None else None
+        self._sent: list[Future[bool]] = []
+
+    def __enter__(self) -> Callable[[DescribedDataFile], None]:
+        return self._send
+
+    def _send(self, file: DescribedDataFile) -> None:
+        if self._pool is not None:
+            objects = self._dataset.objects
+            self._sent.append(self._pool.submit(objects.send_data_ahead, file.path, file.physical_hash))
+
+    def __exit__(self, error: type[BaseException] | None, *_: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=error is not None)
+            if error is None:
+                for sent in self._sent:
+                    sent.result()  # a store's failure is False; anything raised here is a bug to show
+
+
 def _commit_slices(
     dataset: Dataset,
     projection: ChainProjection,
@@ -103,6 +131,21 @@ def _commit_slices(
     slices: list[SliceFile],
     schema: pa.Schema | None,
 ) -> Multihash:
+    # A dataset of a remote workspace's cache sends each file to the store while the next is described
+    # and the blocks are appended; the sends end before this returns, ahead of the commit to the store.
+    with _Sender(dataset) as send:
+        return _append_slices(dataset, projection, event, system_time, slices, schema, send)
+
+
+def _append_slices(
+    dataset: Dataset,
+    projection: ChainProjection,
+    event: DataEvent,
+    system_time: datetime,
+    slices: list[SliceFile],
+    schema: pa.Schema | None,
+    send: Callable[[DescribedDataFile], None],
+) -> Multihash:
     events: list[model.MetadataEvent] = _schema_events(dataset, projection, schema)
     checkpoint = projection.last_checkpoint
     prev_offset = projection.last_offset
@@ -110,7 +153,10 @@ def _commit_slices(
     # Hashed once here; append proves its copies are these files. One file after the other: a file's
     # columns hash in threads but its Parquet decoding runs on one, and two files at once raised the
     # driver's peak RSS at 20M rows by 150 MB (memory the allocator keeps per thread), past 500 MB.
-    described = [describe_data_file(piece.path) for piece in slices]
+    described = []
+    for piece in slices:
+        described.append(describe_data_file(piece.path))
+        send(described[-1])
     for i, piece in enumerate(slices or [None]):
         new_data = None
         if piece is not None:

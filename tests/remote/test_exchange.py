@@ -129,3 +129,71 @@ def test_a_message_about_a_handed_over_file_names_the_drivers_file(tmp_path: Pat
     message = f"cannot read {uri}: Malformed CSV record"
     assert driver_spelling(message) == f"cannot read {given}: Malformed CSV record"
     assert driver_spelling("cannot read s3a://other/x.csv") == "cannot read s3a://other/x.csv"
+
+
+def test_a_slice_spark_wrote_into_the_store_moves_to_its_place_there_not_through_the_driver(
+    store: ObjectStore, tmp_path: Path
+) -> None:
+    """The driver takes a slice down to describe it; at the commit its copy in the store is moved to
+    ``data/<hash>`` (``ObjectAreas.send_data_ahead``), so the new bytes cross the driver once."""
+    from odfproj.storage.areas import ObjectAreas, ObjectOrigin
+    from odfproj.storage.layout import DatasetLayout
+    from odfproj.storage.objects import physical_hash
+
+    exchange = Exchange(store)
+    out = tmp_path / "slices" / "out"
+    base = str(out).lstrip("/")
+    store.put(f"{base}/part-0.parquet", b"slice bytes")  # as Spark's task writes it
+    store.put(f"{base}/_SUCCESS", b"")
+    taken = exchange.take(out, keep=True)
+    assert set(taken) == {out / "part-0.parquet", out / "_SUCCESS"} and len(store.list()) == 2
+    named = tmp_path / "slices" / "slice-0.parquet"
+    (out / "part-0.parquet").replace(named)  # engine.slices names its files: a rename keeps the copy
+    exchange.remember_copy(named, taken.pop(out / "part-0.parquet"))
+    exchange.release(taken.values())
+    assert store.list() == [f"{base}/part-0.parquet"]
+
+    dataset = _workspace_store(store).child("datasets").child("trips")
+    areas = ObjectAreas(
+        DatasetLayout(tmp_path / "cache" / "trips"),
+        origin=ObjectOrigin(dataset, DatasetLayout(tmp_path / "cache" / "trips")),
+    )
+    physical = physical_hash(named)
+    before = TRANSFERS.now()
+    assert areas.send_data_ahead(named, physical)
+    if not isinstance(store, FolderStore):
+        assert (TRANSFERS.now() - before).bytes_out == 0  # a request, no upload
+    assert dataset.get(f"data/{physical.to_multibase()}") == b"slice bytes"
+    assert store.list() == []  # the copy left the exchange
+    before = TRANSFERS.now()
+    assert areas.send_data_ahead(named, physical)  # again: there already, nothing moves
+    assert (TRANSFERS.now() - before).bytes_out == 0 and store.list() == []
+
+
+def test_a_taken_file_changed_since_is_sent_as_any_other(store: ObjectStore, tmp_path: Path) -> None:
+    from odfproj.storage.areas import ObjectAreas, ObjectOrigin
+    from odfproj.storage.layout import DatasetLayout
+    from odfproj.storage.objects import physical_hash
+
+    exchange = Exchange(store)
+    out = tmp_path / "out"
+    key = f"{str(out).lstrip('/')}/part-0.parquet"
+    store.put(key, b"as Spark wrote it")
+    (path,) = exchange.take(out, keep=True)
+    exchange.remember_copy(path, key)
+    path.write_bytes(b"rewritten since")  # not the bytes in the store any more
+    dataset = _workspace_store(store).child("datasets").child("trips")
+    areas = ObjectAreas(
+        DatasetLayout(tmp_path / "c"), origin=ObjectOrigin(dataset, DatasetLayout(tmp_path / "c"))
+    )
+    physical = physical_hash(path)
+    assert areas.send_data_ahead(path, physical)
+    assert dataset.list() == [f"data/{physical.to_multibase()}"]
+    assert dataset.get(f"data/{physical.to_multibase()}") == b"rewritten since"  # its own bytes, sent
+
+
+def _workspace_store(exchange_store: ObjectStore) -> ObjectStore:
+    """The workspace's store an exchange prefix (``<workspace>/.exchange/token``) lies in."""
+    if isinstance(exchange_store, FolderStore):
+        return FolderStore(exchange_store.root.parent.parent)
+    return open_store(exchange_store.url.rsplit(f"/{EXCHANGE_FOLDER}/", 1)[0])

@@ -8,10 +8,12 @@ store's production heads, and destroy removes the prefix. No JVM: chains are wri
 from __future__ import annotations
 
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from odfproj.odf import model
 from odfproj.project.config import WORKSPACE_ENV
 from odfproj.remote.environments import checkout_environment, commit_environment, environment_store
 from odfproj.remote.location import remote_cache_dir
@@ -151,3 +153,37 @@ def test_apply_and_plan_in_an_environment_from_ci_like_runners(
     assert code == 0, out
     code, out, _ = run_main_split("plan", "--detailed-exitcode", "--project", str(fresh))
     assert code == 0, out
+
+
+def test_a_commit_sends_its_data_ahead_to_production_but_never_from_an_environment(
+    remote: tuple[ObjectStore, str], tmp_path: Path
+) -> None:
+    """``commit_data`` on a remote workspace's cache puts each described data file at its place in the store
+    before the commit to the store (``ObjectAreas.send_data_ahead``), overlapping the upload with the work;
+    in an environment, whose datasets fetch from production's prefix, it sends nothing there."""
+    from odfproj.storage.data_commit import SliceFile, commit_data
+    from odfproj.storage.objects import physical_hash
+    from tests.storage.helpers.chains import write_slice
+
+    store, _ = remote
+    cache = Workspace(tmp_path / "cache")
+    checkout(store, cache)
+
+    def commit_one(dataset_workspace: Workspace, tag: str) -> str:
+        dataset = dataset_workspace.open("trips")
+        p = dataset.projection()
+        start = p.last_offset + 1
+        path = write_slice(tmp_path / f"{tag}.parquet", p.arrow_schema, start, 4)
+        commit_data(dataset, p, model.AddData(), system_time=datetime.now(UTC), slices=[SliceFile(path, 4)])
+        return f"datasets/trips/data/{physical_hash(path).to_multibase()}"
+
+    sent = commit_one(cache, "production")
+    assert store.exists(sent)  # there before any commit to the store
+    assert read_head(store.child("datasets").child("trips"), "the store")[0] != cache.open("trips").head()
+
+    create_environment(cache, "pr-2")
+    env = Workspace(cache.root / "envs" / "pr-2")
+    fork(env, ["trips"])
+    before = production_keys(store)
+    kept = commit_one(env, "environment")
+    assert production_keys(store) == before and not store.exists(kept)

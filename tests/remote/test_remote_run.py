@@ -15,9 +15,10 @@ import pytest
 
 from odfproj.engine.exchange import EXCHANGE_CONF, EXCHANGE_FOLDER
 from odfproj.engine.s3a import IN_PLACE_CONF
+from odfproj.engine.spark import SparkEngine
 from odfproj.project.config import WORKSPACE_ENV
 from odfproj.remote.location import remote_cache_dir
-from odfproj.storage.object_store import TRANSFERS, open_store
+from odfproj.storage.object_store import TRANSFERS, S3Store, open_store
 from tests import manifests
 from tests.cli_inprocess import cli_in
 from tests.run.test_run import DERIVATIVE, ROOT
@@ -230,6 +231,13 @@ def test_executors_that_cannot_see_this_disk_get_every_file_through_the_store(
     from it, and nothing Spark wrote is left there. (That no executor opens a path of the driver is what
     tests/cluster checks, with workers that cannot see the driver's disk.)"""
     first, _, run_in = _runners(s3a, tmp_path, monkeypatch, bucket)
+    # Two records a file, so a batch of five is written by Spark (not collected) as three slices.
+    monkeypatch.setattr(SparkEngine, "rows_per_file", property(lambda self: 2))
+    sent: list[str] = []
+    put_file = S3Store.put_file
+    monkeypatch.setattr(
+        S3Store, "put_file", lambda self, key, path: (sent.append(self._key(key)), put_file(self, key, path))
+    )
     (first / "datasets" / "stations.yaml").write_text(SNAPSHOT_ROOT)
     (first / "data" / "stations").mkdir(parents=True)
     (first / "data" / "stations" / "1.csv").write_text("id,city\n1,Oslo\n2,Lima\n")
@@ -245,12 +253,19 @@ def test_executors_that_cannot_see_this_disk_get_every_file_through_the_store(
     try:
         code, out = run_in(first, "run")
         assert code == 0, out
-        (first / "data" / "trips" / "2.csv").write_text("id,city\n3,Pune\n")
+        sent.clear()
+        (first / "data" / "trips" / "2.csv").write_text("id,city\n3,Pune\n4,Rome\n5,Oslo\n6,Kyiv\n7,Lima\n")
         (first / "data" / "stations" / "2.csv").write_text("id,city\n1,Bergen\n2,Lima\n3,Lima\n")
         code, out = run_in(first, "run")
         assert code == 0, out
         code, out = run_in(first, "sql", "SELECT count(*) AS n FROM `trips.view`")
-        assert code == 0 and "3" in out, out
+        assert code == 0 and "7" in out, out
+        # The five records' three slices moved within the store to their places: none was sent up again.
+        stored = open_store(bucket).list("datasets/trips/data/")
+        assert len(stored) == 4 and not [key for key in sent if "/datasets/trips/data/" in key], (
+            stored,
+            sent,
+        )
         code, out = run_in(
             first, "sql", "SELECT city, n FROM `stations.count` ORDER BY city", "--format", "csv"
         )
