@@ -119,7 +119,9 @@ class ObjectAreas:
         try:
             moved = copy is not None and store.copy_from(copy.store, copy.key, key)
             if not moved and not store.exists(key):
-                store.put_file(key, path)  # the file describe just hashed, in the writer's own folder
+                # The file describe just hashed, in the writer's own folder; one part at a time, as it
+                # goes beside the describing of the next file.
+                store.put_file(key, path, parts_at_once=1)
         except RemoteError:
             return False  # unreachable, or a copy gone with a failed run's exchange: the commit sends it
         if copy is not None:

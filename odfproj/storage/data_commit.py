@@ -11,7 +11,7 @@ fail with ``HeadMovedError`` instead of interleaving.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -96,31 +96,36 @@ def _records_odf_schemas(dataset: Dataset, projection: ChainProjection) -> bool:
     return writes_odf_schema(dataset.block_version(projection.head))
 
 
+#: One thread sends every commit's data files ahead (``_Sender``): commits of steps that run at once send
+#: one file at a time between them, so the sends add one upload's memory to the process, not one per step.
+_SENDS = ThreadPoolExecutor(1, "odfproj-send")
+
+
 class _Sender:
-    """Sends described data files to the store of a remote workspace's dataset, one at a time in a thread
-    of its own (``ObjectAreas.send_data_ahead``); nothing for any other dataset. Leaving it waits for the
+    """Sends described data files to the store of a remote workspace's dataset in :data:`_SENDS`
+    (``ObjectAreas.send_data_ahead``); nothing for any other dataset. Leaving it waits for this commit's
     sends (a failed one is left to the commit to the store, which reports it); leaving on an error or an
-    interrupt drops the sends not started."""
+    interrupt drops those not started."""
 
     def __init__(self, dataset: Dataset) -> None:
-        self._dataset = dataset
-        self._pool = ThreadPoolExecutor(1, "odfproj-send") if dataset.objects.origin is not None else None
+        self._objects = dataset.objects if dataset.objects.origin is not None else None
         self._sent: list[Future[bool]] = []
 
     def __enter__(self) -> Callable[[DescribedDataFile], None]:
         return self._send
 
     def _send(self, file: DescribedDataFile) -> None:
-        if self._pool is not None:
-            objects = self._dataset.objects
-            self._sent.append(self._pool.submit(objects.send_data_ahead, file.path, file.physical_hash))
+        if self._objects is not None:
+            self._sent.append(_SENDS.submit(self._objects.send_data_ahead, file.path, file.physical_hash))
 
     def __exit__(self, error: type[BaseException] | None, *_: object) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=error is not None)
-            if error is None:
-                for sent in self._sent:
-                    sent.result()  # a store's failure is False; anything raised here is a bug to show
+        if error is not None:
+            for sent in self._sent:
+                sent.cancel()
+            wait(self._sent)  # the one going ends; the error that left is the one to show
+            return
+        for sent in self._sent:
+            sent.result()  # a store's failure is False; anything raised here is a bug to show
 
 
 def _commit_slices(

@@ -128,8 +128,11 @@ class ObjectStore(ABC):
         """
 
     @abstractmethod
-    def put_file(self, key: str, path: Path) -> None:
-        """Write the object from a local file, streaming; readers see the old, the new or none, never a part."""
+    def put_file(self, key: str, path: Path, *, parts_at_once: int = MULTIPART_THREADS) -> None:
+        """Write the object from a local file, streaming; readers see the old, the new or none, never a part.
+
+        ``parts_at_once``: how many parts of a multipart upload go at a time (fewer: less memory, for an
+        upload made beside other work)."""
 
     def copy_from(self, source: ObjectStore, source_key: str, key: str) -> bool:
         """Make ``key`` a copy of ``source``'s object ``source_key`` where both lie, no byte passing through
@@ -210,7 +213,7 @@ class FolderStore(ObjectStore):
             raise RemoteError(f"{self.url}: cannot read {key}: {e.strerror}") from None
         return _file_chunks(file)
 
-    def put_file(self, key: str, path: Path) -> None:
+    def put_file(self, key: str, path: Path, *, parts_at_once: int = MULTIPART_THREADS) -> None:
         target = self._path(key)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -402,14 +405,14 @@ class S3Store(ObjectStore):
             lambda: self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data),
         )
 
-    def put_file(self, key: str, path: Path) -> None:
+    def put_file(self, key: str, path: Path, *, parts_at_once: int = MULTIPART_THREADS) -> None:
         """boto3's managed upload: one PUT below the threshold, a multipart upload above it.
 
         A multipart upload becomes visible only when it completes, so readers never see a part; one
         interrupted midway leaves parts that S3 bills until a bucket lifecycle rule (or the next
         upload of the same key) clears them, which docs/guide/remote.md says.
         """
-        config = _transfer_config()
+        config = _transfer_config(parts_at_once)
         TRANSFERS.add(bytes_out=path.stat().st_size)
         self._call(
             f"writing {key}",
@@ -480,14 +483,14 @@ class S3Store(ObjectStore):
         return f"s3a://{self.bucket}/{self._key(key)}"
 
 
-def _transfer_config() -> Any:
+def _transfer_config(parts_at_once: int | None = None) -> Any:
     """boto3's managed transfers in odfproj's parts: one request below the threshold, parts above it."""
     from boto3.s3.transfer import TransferConfig
 
     return TransferConfig(
         multipart_threshold=MULTIPART_THRESHOLD,
         multipart_chunksize=MULTIPART_PART_SIZE,
-        max_concurrency=MULTIPART_THREADS,
+        max_concurrency=parts_at_once or MULTIPART_THREADS,
     )
 
 
@@ -552,7 +555,7 @@ class HttpStore(ObjectStore):
             response.close()
             client.close()
 
-    def put_file(self, key: str, path: Path) -> None:
+    def put_file(self, key: str, path: Path, *, parts_at_once: int = MULTIPART_THREADS) -> None:
         raise self._read_only()
 
     def _read_only(self) -> ReadOnlyRemoteError:
