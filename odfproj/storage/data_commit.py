@@ -74,7 +74,12 @@ def commit_data(
         slices = [SliceFile(data_file, records)]
     if not isinstance(event, model.AddData) and len(slices) > 1:
         raise ValueError("only an AddData batch may be cut into several slices")
-    return _commit_slices(dataset, projection, event, system_time, [s for s in slices if s.records], schema)
+    # A dataset of a remote workspace's cache sends each file to the store while the next is described
+    # and the blocks are appended; the sends end before this returns, ahead of the commit to the store.
+    with _Sender(dataset) as send:
+        return _commit_slices(
+            dataset, projection, event, system_time, [s for s in slices if s.records], schema, send
+        )
 
 
 def _schema_events(
@@ -129,20 +134,6 @@ class _Sender:
 
 
 def _commit_slices(
-    dataset: Dataset,
-    projection: ChainProjection,
-    event: DataEvent,
-    system_time: datetime,
-    slices: list[SliceFile],
-    schema: pa.Schema | None,
-) -> Multihash:
-    # A dataset of a remote workspace's cache sends each file to the store while the next is described
-    # and the blocks are appended; the sends end before this returns, ahead of the commit to the store.
-    with _Sender(dataset) as send:
-        return _append_slices(dataset, projection, event, system_time, slices, schema, send)
-
-
-def _append_slices(
     dataset: Dataset,
     projection: ChainProjection,
     event: DataEvent,
