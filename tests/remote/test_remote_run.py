@@ -236,7 +236,9 @@ def test_executors_that_cannot_see_this_disk_get_every_file_through_the_store(
     sent: list[str] = []
     put_file = S3Store.put_file
     monkeypatch.setattr(
-        S3Store, "put_file", lambda self, key, path: (sent.append(self._key(key)), put_file(self, key, path))
+        S3Store,
+        "put_file",
+        lambda self, key, path, **how: (sent.append(self._key(key)), put_file(self, key, path, **how)),
     )
     (first / "datasets" / "stations.yaml").write_text(SNAPSHOT_ROOT)
     (first / "data" / "stations").mkdir(parents=True)
