@@ -59,6 +59,7 @@ from odfproj.engine.columns import quoted_name
 from odfproj.engine.dialects import is_spark, to_spark
 from odfproj.engine.errors import InvalidQueryError
 from odfproj.engine.exchange import exchange_of
+from odfproj.engine.file_splits import split_bytes_before_start
 from odfproj.engine.gis import (
     GEOMETRY_COLUMN,
     ensure_gis,
@@ -711,6 +712,13 @@ class SparkEngine:
     def _warm(self) -> bool:
         """Whether the session is the warm engine's, whose server checks the queries (no local JVM)."""
         return isinstance(self.holder, WarmSessionHolder)
+
+    def split_bytes_before_start(self, size: int) -> int | None:
+        """The split size (``engine.file_splits``) the session will give a file of ``size`` bytes, while it
+        is not started: ``None`` once it is up (the reader asks it), on a warm engine or a non-local master."""
+        if self._warm or self.holder.created:
+            return None
+        return split_bytes_before_start(self.holder.settings.master, self._conf(), size)
 
     @property
     def rows_per_file(self) -> int:

@@ -33,6 +33,7 @@ scanned here. A count that Spark's read does not match is found when the offsets
 from __future__ import annotations
 
 import os
+import threading
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -81,10 +82,12 @@ def scan_lines(
     charset: str,
     split_bytes: int | None = None,
     header: bool = False,
+    stop: threading.Event | None = None,
 ) -> LineScan:
     """Whether ``path``'s records are lines, and with ``split_bytes`` the records of each split.
 
     ``header``: the read drops the file's first record line (the CSV read step's ``header``).
+    ``stop``: once set, the pass ends at the next piece with a "no" (nobody will read the answer).
     """
     ascii_like = charset in _ASCII_COMPATIBLE
     quotes: tuple[int, int, int | None] | None = None  # quote, separator, escape: what the proof checks
@@ -103,6 +106,10 @@ def scan_lines(
     start = 0  # where in the file the next piece starts
     with open(path, "rb") as f, ThreadPoolExecutor(_THREADS, thread_name_prefix="csv-lines") as pool:
         while True:
+            if stop is not None and stop.is_set():
+                for later in pending:
+                    later.cancel()
+                return LineScan(False)
             data = f.read(_CHUNK)
             piece = rest + data
             if data:  # whole lines only; the unfinished last line waits for the next piece

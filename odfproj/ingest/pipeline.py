@@ -96,7 +96,7 @@ from odfproj.ingest.merge import (
     sorted_keys_repeat,
 )
 from odfproj.ingest.prepare import prepare
-from odfproj.ingest.read import ReadError, describe_bad_rows, file_of_uri, scan_files
+from odfproj.ingest.read import ReadError, describe_bad_rows, file_of_uri, scan_ahead, scan_files
 from odfproj.ingest.record_lines import record_line
 from odfproj.ingest.scratch import scratch_folder
 from odfproj.ingest.strategies import merge
@@ -281,12 +281,19 @@ def _ingest_item(
         with engine.small_work(small_ingest(dataset, [prepared.path])):
             with errors_named(where, paths):
                 first_snapshot_scan = source.preprocess is None and not dataset.projection().has_data
-                scan = scan_files(
-                    engine.session,
-                    source.read,
-                    [prepared.path],
-                    materialize=materialize_read(source.merge, first_snapshot_scan=first_snapshot_scan),
-                )
+                # A CSV file's pass on the driver runs while the session starts (if it is not up yet).
+                ahead = scan_ahead(source.read, prepared.path, engine.split_bytes_before_start)
+                try:
+                    scan = scan_files(
+                        engine.session,
+                        source.read,
+                        [prepared.path],
+                        materialize=materialize_read(source.merge, first_snapshot_scan=first_snapshot_scan),
+                        lines_ahead=ahead,
+                    )
+                finally:
+                    if ahead is not None:
+                        ahead.cancel()
                 batch = preprocess_batch(engine, scan.frame, source.preprocess, where)
             with errors_named(where, paths), bad_rows_described(engine, source.read, prepared.path, where):
                 return commit_batch(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from odfproj.engine.file_splits import _bytes, split_bytes
+from odfproj.engine.file_splits import _bytes, _local_cores, split_bytes, split_bytes_before_start
 from odfproj.ingest import csv_lines
 from odfproj.ingest.csv_lines import scan_lines
 
@@ -83,6 +83,45 @@ def test_the_split_size_follows_the_sessions_settings(spark) -> None:
     assert split_bytes(session, 40 << 20) == ((40 << 20) + 1024) // 4
     session.conf.set("spark.sql.files.maxPartitionNum", "3")
     assert split_bytes(session, 40 << 20) is None  # Spark may merge the partitions: no prediction
+
+
+@pytest.mark.spark
+def test_the_split_size_told_before_the_session_starts_is_the_sessions(spark) -> None:
+    """From the master and settings a session is started with, what that session says once it is up."""
+    from tests.conftest import _test_spark_settings
+
+    settings = _test_spark_settings()
+    conf = settings.effective_conf()
+    for size in (1000, 40 << 20, (40 << 20) + 12345, 10 << 30):
+        assert split_bytes_before_start(settings.master, conf, size) == split_bytes(spark, size), size
+    session = spark.newSession()
+    for key, value in {
+        "spark.sql.files.minPartitionNum": "3",
+        "spark.sql.files.openCostInBytes": "1k",
+    }.items():
+        session.conf.set(key, value)
+        conf[key] = value
+        assert split_bytes_before_start(settings.master, conf, 40 << 20) == split_bytes(session, 40 << 20)
+
+
+def test_a_local_masters_cores_and_no_prediction_for_others() -> None:
+    """No JVM needed: a cluster's default parallelism is its executors' cores, known once they register."""
+    import os
+
+    assert _local_cores("local") == 1
+    assert _local_cores("local[3]") == 3
+    assert _local_cores("local[2, 4]") == 2  # with task retries
+    assert _local_cores("local[*]") == _local_cores("local[*,2]") == len(os.sched_getaffinity(0))
+    for master in ("spark://host:7077", "sc://host:15002", "yarn", "local-cluster[2,1,1024]"):
+        assert _local_cores(master) is None
+        assert split_bytes_before_start(master, {}, 40 << 20) is None
+    assert split_bytes_before_start("local[4]", {}, 40 << 20) == ((40 << 20) + (4 << 20)) // 4
+    assert (
+        split_bytes_before_start("local[4]", {"spark.default.parallelism": "8"}, 40 << 20)
+        == ((40 << 20) + (4 << 20)) // 8
+    )
+    assert split_bytes_before_start("local[4]", {"spark.default.parallelism": "x"}, 40 << 20) is None
+    assert split_bytes_before_start("local[4]", {"spark.sql.files.maxPartitionNum": "2"}, 40 << 20) is None
 
 
 def test_size_settings_as_spark_reads_them() -> None:

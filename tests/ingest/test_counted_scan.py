@@ -8,6 +8,8 @@ committed, whichever writer wrote the files, and the batch then counted by Spark
 from __future__ import annotations
 
 import logging
+import threading
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -49,10 +51,18 @@ class _Counted:
 
 
 def _ingest(
-    spark, project: Path, ws: Workspace, name: str, merge: model.MergeStrategy, *, rows_per_file: int
+    spark,
+    project: Path,
+    ws: Workspace,
+    name: str,
+    merge: model.MergeStrategy,
+    *,
+    rows_per_file: int,
+    holder: RecordingHolder | None = None,
 ):
     dataset = ws.create(name, model.DatasetKind.Root, events=[_source(merge)], system_time=T0)
-    engine = SparkEngine(RecordingHolder(spark), rows_per_file=rows_per_file)  # type: ignore[arg-type]
+    holder = holder or RecordingHolder(spark)
+    engine = SparkEngine(holder, rows_per_file=rows_per_file)  # type: ignore[arg-type]
     result = pipeline.ingest_polling(dataset, engine, project_root=project, system_time=T0.replace(minute=1))
     assert result.records_added == ROWS and verify_dataset(dataset) == []
     table = records(dataset)
@@ -90,11 +100,37 @@ def test_the_read_phase_counts_give_the_count_jobs_blocks(
     monkeypatch.setattr(read, "scan_lines", lambda *a, **k: scans.append(real_scan(*a, **k)) or scans[-1])
     predicted = _ingest(spark, project, ws, "predicted", merge, rows_per_file=7)
     assert counted.calls == 0  # no count job
-    assert len(scans) == 1 and scans[0].split_records is not None and len(scans[0].split_records) > 3
+    # The pass ahead of the session (the target's settings: 128 MiB splits) missed this session's 200-byte
+    # splits, so the read passed again with them.
+    assert [len(scan.split_records or ()) for scan in scans] == [1, 4]
 
     monkeypatch.setattr(read, "scan_lines", lambda *a, **k: LineScan(real_scan(*a, **k).records_are_lines))
     assert _ingest(spark, project, ws, "counted", merge, rows_per_file=7) == predicted
     assert counted.calls == 1
+
+
+def test_the_pass_made_while_the_session_starts_is_the_one_taken(
+    spark, project, ws, many_splits, monkeypatch
+):
+    """With the target's settings the session's (200-byte splits), one pass, before Spark is asked for."""
+    holder = RecordingHolder(spark)
+    holder.settings = replace(
+        holder.settings, conf={**holder.settings.conf, "spark.sql.files.maxPartitionBytes": "200"}
+    )
+    passes = []
+    real_scan = read.scan_lines
+
+    def scan(*args, **kwargs) -> LineScan:
+        passes.append((threading.current_thread().name, holder.created))
+        return real_scan(*args, **kwargs)
+
+    monkeypatch.setattr(read, "scan_lines", scan)
+    counted = _Counted()
+    monkeypatch.setattr(pipeline, "number_rows", counted)
+    ahead = _ingest(spark, project, ws, "ahead", model.MergeStrategyAppend(), rows_per_file=7, holder=holder)
+    assert passes == [("csv-lines-ahead", False)] and counted.calls == 0
+    monkeypatch.setattr(read, "scan_lines", lambda *a, **k: LineScan(real_scan(*a, **k).records_are_lines))
+    assert _ingest(spark, project, ws, "counted", model.MergeStrategyAppend(), rows_per_file=7) == ahead
 
 
 @pytest.mark.parametrize(

@@ -157,3 +157,41 @@ def test_no_count_without_a_split_size_or_when_records_span_lines(tmp_path: Path
     assert csv_lines.scan_lines(
         str(path), separator=",", quote="", escape="\\", charset="utf-8", split_bytes=4
     ).split_records == (2, 0)  # a line starting where a split starts is the split before's
+
+
+def test_a_stopped_pass_ends_with_a_no_before_reading_on(tmp_path: Path, monkeypatch) -> None:
+    """The pass started ahead of the session (``ingest.read.scan_ahead``) stops when nobody will read it."""
+    import threading
+
+    path = tmp_path / "data.csv"
+    path.write_text("a,b\n" + "1,2\n" * 1000)
+    read: list[int] = []
+    real_open = open
+
+    class Counting:
+        def __init__(self, f) -> None:
+            self._f = f
+
+        def read(self, n: int) -> bytes:
+            read.append(n)
+            return self._f.read(n)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc) -> None:
+            self._f.close()
+
+    monkeypatch.setattr(csv_lines, "_CHUNK", 16)
+    monkeypatch.setattr(csv_lines, "open", lambda *a, **k: Counting(real_open(*a, **k)), raising=False)
+    stop = threading.Event()
+    assert csv_lines.scan_lines(
+        str(path), separator=",", quote='"', escape="\\", charset="utf-8", split_bytes=64, stop=stop
+    ).records_are_lines
+    whole = len(read)
+    read.clear()
+    stop.set()
+    assert csv_lines.scan_lines(
+        str(path), separator=",", quote='"', escape="\\", charset="utf-8", split_bytes=64, stop=stop
+    ) == csv_lines.LineScan(False)
+    assert whole > 200 and read == []
