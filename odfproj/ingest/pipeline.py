@@ -670,7 +670,8 @@ def with_event_time(batch: DataFrame, vocab: Vocab, fallback: datetime) -> tuple
         else:
             value = F.date_trunc("millisecond", column(name).cast("timestamp")).alias(EVENT_TIME)
     else:
-        value = F.lit(fallback.astimezone(UTC).replace(tzinfo=None)).cast("timestamp")
+        # With its zone: PySpark reads a naive datetime as the process's local time, not UTC.
+        value = F.lit(fallback.astimezone(UTC)).cast("timestamp")
         value = F.date_trunc("millisecond", value).alias(EVENT_TIME)
         from_data = False
     if name in batch.columns:
