@@ -142,6 +142,7 @@ __all__ = [
 MAX_FETCH_ROUNDS = 1000
 
 _ONE_MS = timedelta(milliseconds=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _LOG = logging.getLogger(__name__)
 
 #: Spark error classes that mean "the input file does not parse" (raised late by a lazy read).
@@ -528,7 +529,9 @@ def commit_batch(
                 unchecked_ledger or isinstance(merge_strategy, model.MergeStrategyAppend)
             )
             if numbered is None and partition_records and as_scanned and not from_data:
-                numbered = _numbered_as_read(records, final, vocab, first, partition_records)
+                numbered = _numbered_as_read(
+                    records, final, vocab, first, partition_records, event_time or stamp
+                )
             if numbered is None:
                 numbered = number_rows(
                     records,
@@ -640,11 +643,19 @@ def _check_keys_written_once(
 def block_system_time(projection: ChainProjection, requested: datetime | None) -> datetime:
     """The system time of the next block: ``requested`` or now, in whole milliseconds, never before the head's."""
     if requested is not None:
-        stamp = to_utc(requested)
-        return stamp.replace(microsecond=stamp.microsecond // 1000 * 1000)
-    stamp = max(datetime.now(UTC), to_utc(projection.system_time))
-    truncated = stamp.replace(microsecond=stamp.microsecond // 1000 * 1000)
+        return _whole_milliseconds(to_utc(requested))
+    truncated = _whole_milliseconds(max(datetime.now(UTC), to_utc(projection.system_time)))
     return truncated if truncated >= projection.system_time else truncated + _ONE_MS
+
+
+def _whole_milliseconds(moment: datetime) -> datetime:
+    """``moment`` truncated to whole milliseconds (towards the past), as ODF's timestamps hold it."""
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+
+
+def fallback_event_time(fallback: datetime) -> datetime:
+    """The event time of records that carry none: ``fallback`` in UTC, in whole milliseconds."""
+    return _whole_milliseconds(fallback.astimezone(UTC))
 
 
 def with_event_time(batch: DataFrame, vocab: Vocab, fallback: datetime) -> tuple[DataFrame, bool]:
@@ -671,8 +682,7 @@ def with_event_time(batch: DataFrame, vocab: Vocab, fallback: datetime) -> tuple
             value = F.date_trunc("millisecond", column(name).cast("timestamp")).alias(EVENT_TIME)
     else:
         # With its zone: PySpark reads a naive datetime as the process's local time, not UTC.
-        value = F.lit(fallback.astimezone(UTC)).cast("timestamp")
-        value = F.date_trunc("millisecond", value).alias(EVENT_TIME)
+        value = F.lit(fallback_event_time(fallback)).cast("timestamp").alias(EVENT_TIME)
         from_data = False
     if name in batch.columns:
         columns = [value if c == name else column(c) for c in batch.columns]
@@ -776,19 +786,24 @@ _NULLS = "__odfproj_nulls:"
 
 
 def _numbered_as_read(
-    records: DataFrame, final: pa.Schema, vocab: Vocab, first: int, partition_records: Sequence[int]
+    records: DataFrame,
+    final: pa.Schema,
+    vocab: Vocab,
+    first: int,
+    partition_records: Sequence[int],
+    fallback: datetime,
 ) -> Numbered | None:
     """``records`` (the scan's rows in its order) numbered from the read phase's counts, or ``None``.
 
-    Only where the batch's aggregates need no data: the event time is one value for every record
-    (the fallback's), taken from the first record, and no NOT NULL column is checked.
+    Only where the batch's aggregates need no data: the event time is one value for every record,
+    :func:`fallback_event_time` of ``fallback`` (known here, so no Spark job asks the first record for
+    it: about 1 s of a cold run at 20M rows), and no NOT NULL column is checked. Should Spark's read not
+    match the counts (none of its rows, say), the written files show it and the batch is counted.
     """
     if sum(partition_records) == 0 or _checked_not_null(records, final, vocab):
         return None  # counting finds out whether an empty read really is empty
-    latest = records.select(_event_time_value(records).alias(_LATEST)).limit(1).collect()
-    if not latest:
-        return None
-    return number_counted(records, OFFSET, first, partition_records, ({_LATEST: latest[0][_LATEST]},))
+    latest = (fallback_event_time(fallback) - _EPOCH) // _ONE_MS  # as _event_time_value counts it
+    return number_counted(records, OFFSET, first, partition_records, ({_LATEST: latest},))
 
 
 def _event_time_value(records: DataFrame) -> Column:

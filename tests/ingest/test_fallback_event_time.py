@@ -8,11 +8,11 @@ zone moved by the local offset: on a machine set to Europe/Berlin an ingest stam
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from odfproj.ingest.pipeline import with_event_time
+from odfproj.ingest.pipeline import fallback_event_time, with_event_time
 from odfproj.odf.data_schema import EVENT_TIME, Vocab
 
 pytestmark = pytest.mark.spark
@@ -33,3 +33,7 @@ def test_the_fallback_event_time_is_the_instant_in_any_local_time_zone(spark, mo
         time.tzset()
     assert not from_data
     assert millis == 1767268800250  # 2026-01-01T12:00:00.250Z, truncated to milliseconds
+    # The driver's own value (the batch's latest event time, with no Spark job) is the records' one.
+    assert (fallback_event_time(fallback) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(
+        milliseconds=1
+    ) == millis
