@@ -142,7 +142,6 @@ __all__ = [
 MAX_FETCH_ROUNDS = 1000
 
 _ONE_MS = timedelta(milliseconds=1)
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _LOG = logging.getLogger(__name__)
 
 #: Spark error classes that mean "the input file does not parse" (raised late by a lazy read).
@@ -529,9 +528,7 @@ def commit_batch(
                 unchecked_ledger or isinstance(merge_strategy, model.MergeStrategyAppend)
             )
             if numbered is None and partition_records and as_scanned and not from_data:
-                numbered = _numbered_as_read(
-                    records, final, vocab, first, partition_records, event_time or stamp
-                )
+                numbered = _numbered_as_read(records, final, vocab, first, partition_records)
             if numbered is None:
                 numbered = number_rows(
                     records,
@@ -786,24 +783,22 @@ _NULLS = "__odfproj_nulls:"
 
 
 def _numbered_as_read(
-    records: DataFrame,
-    final: pa.Schema,
-    vocab: Vocab,
-    first: int,
-    partition_records: Sequence[int],
-    fallback: datetime,
+    records: DataFrame, final: pa.Schema, vocab: Vocab, first: int, partition_records: Sequence[int]
 ) -> Numbered | None:
     """``records`` (the scan's rows in its order) numbered from the read phase's counts, or ``None``.
 
-    Only where the batch's aggregates need no data: the event time is one value for every record,
-    :func:`fallback_event_time` of ``fallback`` (known here, so no Spark job asks the first record for
-    it: about 1 s of a cold run at 20M rows), and no NOT NULL column is checked. Should Spark's read not
-    match the counts (none of its rows, say), the written files show it and the batch is counted.
+    Only where the batch's aggregates need no data: the event time is one value for every record
+    (the fallback's), taken from the first record, and no NOT NULL column is checked. That one-row job
+    could be spared (the driver knows the fallback), but on a cold JVM it pays for itself: the 20M-row
+    write took about 1.9 s longer as the JVM's first job than after it, the job itself about 1 s
+    (bench/README.md, session 28).
     """
     if sum(partition_records) == 0 or _checked_not_null(records, final, vocab):
         return None  # counting finds out whether an empty read really is empty
-    latest = (fallback_event_time(fallback) - _EPOCH) // _ONE_MS  # as _event_time_value counts it
-    return number_counted(records, OFFSET, first, partition_records, ({_LATEST: latest},))
+    latest = records.select(_event_time_value(records).alias(_LATEST)).limit(1).collect()
+    if not latest:
+        return None
+    return number_counted(records, OFFSET, first, partition_records, ({_LATEST: latest[0][_LATEST]},))
 
 
 def _event_time_value(records: DataFrame) -> Column:

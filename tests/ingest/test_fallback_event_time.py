@@ -33,7 +33,7 @@ def test_the_fallback_event_time_is_the_instant_in_any_local_time_zone(spark, mo
         time.tzset()
     assert not from_data
     assert millis == 1767268800250  # 2026-01-01T12:00:00.250Z, truncated to milliseconds
-    # The driver's own value (the batch's latest event time, with no Spark job) is the records' one.
+    # What the records hold is the driver's fallback_event_time (UTC, whole milliseconds).
     assert (fallback_event_time(fallback) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(
         milliseconds=1
     ) == millis
