@@ -95,8 +95,9 @@ _LOCAL = re.compile(r"\s*local(?:\[\s*(\*|[0-9]+)\s*(?:,\s*[0-9]+\s*)?\])?\s*")
 def _local_cores(master: str) -> int | None:
     """The cores of a ``local``, ``local[N]``, ``local[*]`` or ``local[N, F]`` master; ``None`` for others.
 
-    ``*`` is the cores this process may run on, which is what the JVM counts unless a container's CPU
-    quota says less (then the prediction misses, and the read scans again).
+    ``*`` is the cores this process may run on (the machine's where the platform cannot tell, as on
+    macOS), which is what the JVM counts unless a container's CPU quota says less (then the prediction
+    misses, and the read scans again).
     """
     match = _LOCAL.fullmatch(master)
     if match is None:
@@ -104,7 +105,11 @@ def _local_cores(master: str) -> int | None:
     cores = match.group(1)
     if cores is None:
         return 1
-    return len(os.sched_getaffinity(0)) if cores == "*" else int(cores)
+    if cores != "*":
+        return int(cores)
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _bytes(value: str | None, default: int) -> int | None:

@@ -104,7 +104,7 @@ def test_the_split_size_told_before_the_session_starts_is_the_sessions(spark) ->
         assert split_bytes_before_start(settings.master, conf, 40 << 20) == split_bytes(session, 40 << 20)
 
 
-def test_a_local_masters_cores_and_no_prediction_for_others() -> None:
+def test_a_local_masters_cores_and_no_prediction_for_others(monkeypatch) -> None:
     """No JVM needed: a cluster's default parallelism is its executors' cores, known once they register."""
     import os
 
@@ -112,6 +112,9 @@ def test_a_local_masters_cores_and_no_prediction_for_others() -> None:
     assert _local_cores("local[3]") == 3
     assert _local_cores("local[2, 4]") == 2  # with task retries
     assert _local_cores("local[*]") == _local_cores("local[*,2]") == len(os.sched_getaffinity(0))
+    with monkeypatch.context() as patched:  # macOS has no sched_getaffinity: the machine's cores
+        patched.delattr(os, "sched_getaffinity")
+        assert _local_cores("local[*]") == os.cpu_count()
     for master in ("spark://host:7077", "sc://host:15002", "yarn", "local-cluster[2,1,1024]"):
         assert _local_cores(master) is None
         assert split_bytes_before_start(master, {}, 40 << 20) is None
