@@ -98,6 +98,8 @@ def main() -> int:
     )
     args = parser.parse_args()
 
+    if args.work is not None:
+        args.work.mkdir(parents=True, exist_ok=True)
     server, aws = start_store()
     work = Path(tempfile.mkdtemp(prefix="bench-remote-ingest-", dir=args.work))
     try:

@@ -32,6 +32,7 @@ scanned here. A count that Spark's read does not match is found when the offsets
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections import deque
@@ -43,6 +44,9 @@ import numpy as np
 __all__ = ["LineScan", "scan_lines"]
 
 _CHUNK = 1 << 22
+#: Room in a piece's buffer for the unfinished line carried over from the piece before (a longer line
+#: gets a buffer of its own).
+_LINE_ROOM = 1 << 16
 _CR, _LF = 13, 10
 #: The greatest byte Java's ``String.trim`` removes: a line of such bytes only is blank.
 _BLANK = 0x20
@@ -62,6 +66,15 @@ class LineScan:
     #: The records of each split of ``split_bytes`` bytes, in file order, header left out; ``None``
     #: when not asked, when the records are not lines, or when the header would not be dropped.
     split_records: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Lines:
+    """A piece of whole lines, in a buffer of the pass's ring, with what ``bytearray.find`` saw of it."""
+
+    data: memoryview
+    has_cr: bool
+    has_quote: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,22 +115,34 @@ def scan_lines(
     records = np.zeros(splits, np.int64) if split_bytes else None
     first_record: int | None = None
     pending: deque[Future[_Piece]] = deque()
-    rest = b""
+    # Each piece is read into a buffer of this ring, not into fresh bytes objects (whose pages fault on
+    # first touch, piece after piece): at most _THREADS pieces are being scanned when the next is read.
+    ring = [bytearray(_CHUNK + _LINE_ROOM) for _ in range(_THREADS + 1)]
+    rest = b""  # the unfinished last line of the piece before
     start = 0  # where in the file the next piece starts
     with open(path, "rb") as f, ThreadPoolExecutor(_THREADS, thread_name_prefix="csv-lines") as pool:
-        while True:
+        for turn in itertools.count():
             if stop is not None and stop.is_set():
                 for later in pending:
                     later.cancel()
                 return LineScan(False)
-            data = f.read(_CHUNK)
-            piece = rest + data
-            if data:  # whole lines only; the unfinished last line waits for the next piece
-                cut = max(piece.rfind(b"\n"), piece.rfind(b"\r")) + 1
-                piece, rest = piece[:cut], piece[cut:]
+            slot = turn % len(ring)
+            if len(ring[slot]) < len(rest) + _CHUNK:  # a line longer than a piece
+                ring[slot] = bytearray(len(rest) + _CHUNK)
+            buffer = ring[slot]
+            view = memoryview(buffer)
+            view[: len(rest)] = rest
+            got = f.readinto(view[len(rest) : len(rest) + _CHUNK])
+            end = len(rest) + got
+            cut = end
+            if got:  # whole lines only; the unfinished last line waits for the next piece
+                cut = max(buffer.rfind(b"\n", 0, end), buffer.rfind(b"\r", 0, end)) + 1
+            rest = bytes(view[cut:end])
+            has_quote = quotes is not None and buffer.find(quotes[0], 0, cut) >= 0
+            piece = _Lines(view[:cut], buffer.find(_CR, 0, cut) >= 0, has_quote)
             pending.append(pool.submit(_scan_piece, piece, start, quotes, split_bytes, splits))
-            start += len(piece)
-            while pending and (len(pending) > _THREADS or pending[0].done() or not data):
+            start += cut
+            while pending and (len(pending) > _THREADS or pending[0].done() or not got):
                 done = pending.popleft().result()
                 if not done.lines:
                     for later in pending:
@@ -127,7 +152,7 @@ def scan_lines(
                     records += done.records
                     if first_record is None:
                         first_record = done.first_record
-            if not data:
+            if not got:
                 break
     if records is None:
         return LineScan(True)
@@ -143,26 +168,77 @@ def _split_of(line_start: int, split_bytes: int) -> int:
     return max(line_start - 1, 0) // split_bytes
 
 
+class _Scratch:
+    """One thread's work arrays, reused from piece to piece.
+
+    A numpy operation on a 4 MiB piece takes about 0.1 ms, but a fresh 4 MiB result is a new mapping
+    whose every page faults on first touch, which took longer than the operation (bench/README.md).
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.framed = np.empty(size + 2, np.uint8)
+        self.breaks = np.empty(size + 2, np.bool_)
+        self.quotes = np.empty(size + 2, np.bool_)
+        self.other = np.empty(size + 2, np.bool_)
+
+    def frame(self, piece: memoryview) -> np.ndarray:
+        """``piece`` between two line feeds (it starts and ends at line ends): no bound checks at the edges."""
+        framed = self.framed[: len(piece) + 2]
+        framed[0] = framed[-1] = _LF
+        framed[1:-1] = np.frombuffer(piece, np.uint8)
+        return framed
+
+
+_THREAD = threading.local()
+
+
+def _scratch(size: int) -> _Scratch:
+    """This thread's work arrays, large enough for a piece of ``size`` bytes."""
+    scratch: _Scratch | None = getattr(_THREAD, "scratch", None)
+    if scratch is None or scratch.size < size:
+        scratch = _THREAD.scratch = _Scratch(max(size, _CHUNK))
+    return scratch
+
+
 def _scan_piece(
-    piece: bytes, start: int, quotes: tuple[int, int, int | None] | None, split_bytes: int | None, splits: int
+    piece: _Lines,
+    start: int,
+    quotes: tuple[int, int, int | None] | None,
+    split_bytes: int | None,
+    splits: int,
 ) -> _Piece:
     """One piece of whole lines starting at byte ``start`` of the file: the proof, and its records per split."""
-    if quotes is not None and not _quotes_pair_up(piece, *quotes):
+    size = len(piece.data)
+    if not size:
+        return _Piece(True, np.zeros(splits, np.int64) if split_bytes else None)
+    scratch = _scratch(size)
+    framed = scratch.frame(piece.data)
+    breaks = np.equal(framed, _LF, out=scratch.breaks[: framed.size])
+    if piece.has_cr:
+        np.logical_or(breaks, np.equal(framed, _CR, out=scratch.other[: framed.size]), out=breaks)
+    if quotes is not None and piece.has_quote and not _quotes_pair_up(framed, breaks, scratch, *quotes):
         return _Piece(False)
     if not split_bytes:
         return _Piece(True)
-    starts = _record_starts(piece) + start
+    split = _split_of(start, split_bytes)
+    if not piece.has_cr and split == _split_of(start + size - 1, split_bytes):
+        # Every line of the piece starts in one split: count them, unless a line may be blank.
+        line_starts = breaks[:-2]  # the byte before each byte of the piece is a line feed
+        blank = np.less_equal(framed[1:-1], _BLANK, out=scratch.other[:size])
+        if not np.logical_and(blank, line_starts, out=blank).any():
+            counts = np.zeros(splits, np.int64)
+            counts[split] = np.count_nonzero(line_starts)
+            return _Piece(True, counts, start)
+    starts = _record_starts(framed[1:-1], piece.has_cr) + start
     counts = np.bincount(np.maximum(starts - 1, 0) // split_bytes, minlength=splits)
     return _Piece(True, counts, int(starts[0]) if starts.size else None)
 
 
-def _record_starts(piece: bytes) -> np.ndarray:
-    """Where in ``piece`` (whole lines) each record line starts: lines with a byte above 0x20."""
-    if not piece:
-        return np.empty(0, np.int64)
-    buf = np.frombuffer(piece, np.uint8)
+def _record_starts(buf: np.ndarray, has_cr: bool) -> np.ndarray:
+    """Where in ``buf`` (whole lines, not empty) each record line starts: lines with a byte above 0x20."""
     ends = np.flatnonzero(buf == _LF)
-    if _CR in piece:  # a CR ends a line unless an LF follows (then the LF does)
+    if has_cr:  # a CR ends a line unless an LF follows (then the LF does)
         cr = np.flatnonzero(buf == _CR)
         following = buf[np.minimum(cr + 1, buf.size - 1)]
         lone = cr[(cr + 1 == buf.size) | (following != _LF)]
@@ -176,29 +252,26 @@ def _record_starts(piece: bytes) -> np.ndarray:
     return starts[filled]
 
 
-def _quotes_pair_up(piece: bytes, q: int, sep: int, esc: int | None) -> bool:
+def _quotes_pair_up(
+    framed: np.ndarray, breaks: np.ndarray, scratch: _Scratch, q: int, sep: int, esc: int | None
+) -> bool:
     """The rule of the module docstring over whole lines (numpy: a few passes over the bytes), and no
-    quote right after the escape character ``esc``.
+    quote right after the escape character ``esc``. ``framed`` is the piece between two line feeds,
+    ``breaks`` marks its CRs and LFs.
 
     If every line holds an even number of quotes, the k-th quote of the piece opens a value when k is
     even and closes it when k is odd; a line break between the two makes the count before it odd.
     """
-    if q not in piece:
-        return True
-    buf = np.empty(len(piece) + 2, np.uint8)  # the piece starts and ends at line ends
-    buf[0] = buf[-1] = _LF
-    buf[1:-1] = np.frombuffer(piece, np.uint8)
-    quotes = np.flatnonzero(buf == q)
-    if quotes.size % 2:
+    size = framed.size
+    quote = np.equal(framed, q, out=scratch.quotes[:size])
+    at = np.flatnonzero(quote)
+    if at.size % 2:
         return False
-    before, after = buf[quotes[0::2] - 1], buf[quotes[1::2] + 1]
-    if esc is not None and np.any(buf[quotes - 1] == esc):
-        return False  # an escaped quote
-    if not (
-        np.all((before == sep) | (before == _CR) | (before == _LF))
-        and np.all((after == sep) | (after == _CR) | (after == _LF))
-    ):
-        return False
-    lf = buf == _LF
-    breaks = np.flatnonzero(lf | (buf == _CR) if _CR in piece else lf)
-    return not np.any(np.searchsorted(quotes, breaks) % 2)  # a line with an odd number of quotes
+    if esc is not None:
+        escaped = np.equal(framed[:-1], esc, out=scratch.other[: size - 1])
+        if np.logical_and(escaped, quote[1:], out=escaped).any():
+            return False  # an escaped quote
+    edge = np.logical_or(breaks, np.equal(framed, sep, out=scratch.other[:size]), out=scratch.other[:size])
+    if not (edge[at[0::2] - 1].all() and edge[at[1::2] + 1].all()):
+        return False  # a quote that neither opens a value after an edge nor closes one before an edge
+    return not np.any(np.searchsorted(at, np.flatnonzero(breaks)) & 1)  # a line with an odd number of quotes
