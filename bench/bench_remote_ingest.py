@@ -14,7 +14,9 @@ DOUBLE, city STRING), and runs A/B pairs, each side a process of its own timed f
   Ledger or Snapshot on ``id``), its workspace ``s3://bench/ws-N``, no warm engine.
 
 The pairs alternate (A, B, A, B...) and the ratio is taken within each pair, with the load average at its
-start. odfproj's peak RSS is its Python process's (VmHWM); the JVM is a process of its own.
+start. odfproj's peak RSS is its Python process's (VmHWM); the JVM is a process of its own. On Linux each
+side's CPU-seconds are also shown, the whole machine's (``/proc/stat``: Python, JVM and the S3 server alike):
+where both sides keep every core busy, the wall-time ratio cannot fall below the CPU ratio.
 
     .venv/bin/python bench/bench_remote_ingest.py [--rows 20000000] [--merge Append] [--repeat 2] [--plain-v2]
 """
@@ -29,13 +31,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository, for tests.manifests
 from bench.bench_remote import BUCKET, run, start_store
 from bench.bench_scale import SCHEMA, generate
 from tests import manifests
+
+T = TypeVar("T")
 
 #: The plain side: the session ``odfproj run`` would make for the project, then one read and one write.
 _PLAIN = """
@@ -53,6 +59,29 @@ for setting in sys.argv[4:]:  # --plain-v2: the file committer's algorithm 2 (on
 spark.read.csv(str(csv), header=True, schema=sys.argv[3]).write.parquet(target)
 holder.stop()
 """
+
+
+def machine_cpu_seconds() -> float | None:
+    """CPU-seconds the whole machine has spent busy since boot (``/proc/stat``); ``None`` off Linux.
+
+    Taken around each side, the difference counts every process the side keeps busy: its Python, its
+    JVM and the S3 server answering it (which shares the cores). On a machine whose cores both sides
+    keep busy, the ratio of wall times cannot fall below the ratio of these.
+    """
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    except OSError:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in fields[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_during(step: Callable[..., T], *args: Any) -> tuple[T, float | None]:
+    """``step(*args)``'s result and the machine's busy CPU-seconds while it ran (``None`` off Linux)."""
+    before = machine_cpu_seconds()
+    result = step(*args)
+    after = machine_cpu_seconds()
+    return result, (after - before if before is not None and after is not None else None)
 
 
 def project_at(folder: Path, csv: Path, merge: str) -> Path:
@@ -115,10 +144,10 @@ def main() -> int:
                 "ODFPROJ_WARM_ENGINE": "off",
             }
             load = os.getloadavg()[0]
-            a = plain(project, env, f"s3a://{BUCKET}/plain-{i}")
-            b = run(project, env, f"odfproj run {i}")
+            a, a_cpu = cpu_during(plain, project, env, f"s3a://{BUCKET}/plain-{i}")
+            b, b_cpu = cpu_during(run, project, env, f"odfproj run {i}")
             v2 = plain(project, env, f"s3a://{BUCKET}/plain-v2-{i}", COMMITTER_V2) if args.plain_v2 else None
-            rows.append((load, a, b, v2))
+            rows.append((load, a, b, v2, a_cpu, b_cpu))
             shutil.rmtree(project / ".odf", ignore_errors=True)
         load = os.getloadavg()
         print(
@@ -130,14 +159,19 @@ def main() -> int:
         v2_head = " plain, committer v2 | ratio to it |" if args.plain_v2 else ""
         print(
             "| pair | load (1 min) | plain Spark to S3 | odfproj run | ratio |"
-            f"{v2_head} odfproj written | driver peak RSS |"
+            f"{v2_head} odfproj written | driver peak RSS | machine CPU, plain | odfproj | CPU ratio |"
         )
-        print("| --- " * (7 + 2 * args.plain_v2) + "|")
-        for i, (load_1, a, b, v2) in enumerate(rows):
+        print("| --- " * (10 + 2 * args.plain_v2) + "|")
+        for i, (load_1, a, b, v2, a_cpu, b_cpu) in enumerate(rows):
             v2_cells = f" {v2:.1f} s | {b['seconds'] / v2:.2f} |" if v2 is not None else ""
+            cpu_cells = (
+                f" {a_cpu:.1f} s | {b_cpu:.1f} s | {b_cpu / a_cpu:.2f} |"
+                if a_cpu and b_cpu is not None
+                else " n/a | n/a | n/a |"
+            )
             print(
                 f"| {i + 1} | {load_1:.2f} | {a:.1f} s | {b['seconds']:.1f} s | {b['seconds'] / a:.2f} |"
-                f"{v2_cells} {b['written']} | {b['peak_mb']:.0f} MB |"
+                f"{v2_cells} {b['written']} | {b['peak_mb']:.0f} MB |{cpu_cells}"
             )
     finally:
         server.stop()  # type: ignore[attr-defined]
