@@ -20,7 +20,7 @@ counting. Where the rule's inputs are not all known here (Spark Connect, several
 
 :func:`split_bytes_before_start` applies the same rule before the JVM starts, from the settings it will
 start with, so that the driver's pass over a large file can run while the JVM starts (a cold command's
-JVM takes 4-5 s, the pass over 20M rows 1.5 s). Only for a ``local`` master, whose default parallelism
+JVM takes 4-5 s, the pass over 20M rows 0.9 s). Only for a ``local`` master, whose default parallelism
 is its cores (``spark.default.parallelism`` if set); the reader compares it with :func:`split_bytes`
 once the session is up and scans again if they differ.
 """

@@ -357,9 +357,9 @@ def _line_scan(
 class LinesAhead:
     """The pass over one CSV file, started in a thread of its own before the session is up (:func:`scan_ahead`).
 
-    A cold command's JVM takes 4-5 s to start, the pass over 20M rows (747 MiB) 1.5 s: the pass hides behind
-    the start. On two cores, where the JVM starts 0.5-1 s slower beside it, the write began about 0.75 s
-    sooner; with idle cores, the whole pass sooner (bench/README.md, session 28).
+    A cold command's JVM takes 4-5 s to start, the pass over 20M rows (747 MiB) 0.9 s on two threads: the
+    pass hides behind the start. On two cores the JVM started in 5.0-5.2 s beside it, plain Spark's alone
+    in 5.1-5.3 s: the whole pass is saved (bench/README.md, sessions 28 and 29).
     """
 
     path: str
